@@ -1,0 +1,36 @@
+"""celery-singleton-lock: one run at a time per distinct arguments, guarded by Redis.
+
+``@app.task(base=LockedTask)`` is the whole set-up; see the README for options.
+"""
+
+from .exceptions import (
+    ConfigurationError,
+    LockBackendError,
+    LockedError,
+    LockLostError,
+    SingletonLockError,
+    UnencodableArgumentError,
+)
+from .handle import ExecutionLock
+from .receivers import connect_receivers as _connect_receivers
+from .signals import lock_acquired, lock_conflict, lock_lost, lock_released
+from .task import LockedTask
+
+__all__ = [
+    "LockedTask",
+    "ExecutionLock",
+    "SingletonLockError",
+    "ConfigurationError",
+    "UnencodableArgumentError",
+    "LockedError",
+    "LockLostError",
+    "LockBackendError",
+    "lock_acquired",
+    "lock_conflict",
+    "lock_released",
+    "lock_lost",
+]
+
+__version__ = "0.1.0"
+
+_connect_receivers()

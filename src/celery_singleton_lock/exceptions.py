@@ -1,0 +1,77 @@
+"""Errors raised by celery-singleton-lock.
+
+Every error derives from :class:`SingletonLockError`, so one ``except`` clause
+catches all of them; each one carries the task name and lock key it is about,
+because "which lock?" is the first question an operator asks.
+
+.. code-block:: text
+
+    SingletonLockError
+    ├── ConfigurationError          (also ValueError)  bad option, refused early
+    ├── UnencodableArgumentError    (also TypeError)   argument with no canonical form
+    ├── LockedError                                    a duplicate met on_locked="raise"
+    ├── LockLostError                                  the heartbeat found the lock gone
+    └── LockBackendError                               Redis could not be reached
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "SingletonLockError",
+    "ConfigurationError",
+    "UnencodableArgumentError",
+    "LockedError",
+    "LockLostError",
+    "LockBackendError",
+]
+
+
+class SingletonLockError(Exception):
+    """Root of the library's errors; carries the task and key when known."""
+
+    def __init__(self, message: str, *, task: Optional[str] = None, key: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.task = task
+        self.key = key
+
+    def __reduce__(self):  # keep context across pickling (result backends, prefork)
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls, args, state):
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
+
+class ConfigurationError(SingletonLockError, ValueError):
+    """An option or setting is wrong; raised when the task is defined or the worker starts."""
+
+
+class UnencodableArgumentError(SingletonLockError, TypeError):
+    """An argument has no canonical encoding, so no stable lock key can be derived for it."""
+
+    def __init__(self, message: str, *, task: Optional[str] = None, parameter: Optional[str] = None) -> None:
+        super().__init__(message, task=task)
+        self.parameter = parameter
+
+
+class LockedError(SingletonLockError):
+    """A duplicate of a task that holds the lock; ``holder`` is the holder's task id."""
+
+    def __init__(
+        self, message: str, *, task: Optional[str] = None, key: Optional[str] = None, holder: Optional[str] = None
+    ) -> None:
+        super().__init__(message, task=task, key=key)
+        self.holder = holder
+
+
+class LockLostError(SingletonLockError):
+    """The lock expired or was taken over while its holder still ran."""
+
+
+class LockBackendError(SingletonLockError):
+    """Redis could not be reached (or answered with an error) while taking or releasing a lock."""

@@ -1,0 +1,242 @@
+"""Run one task execution under its lock: acquire, apply the duplicate policy, release.
+
+This is the run-time half of the library, called from ``LockedTask.__call__``
+inside Celery's tracer, so whatever it raises is handled as the task's own
+outcome: ``Ignore`` stores nothing, ``Retry`` marks the task for retry,
+``LockedError`` ends it in FAILURE, and a plain return is SUCCESS.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+
+import redis
+from celery.exceptions import Ignore, Retry
+
+from . import signals
+from .exceptions import LockBackendError, LockedError
+from .handle import ExecutionLock
+from .options import LockOptions
+from .runtime import LockRuntime, runtime_for
+from .store import Conflict, Grant, Holder, Lease
+from .store.client import new_token
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .task import LockedTask
+
+__all__ = ["run_guarded", "TOKEN_HEADER", "RETRIES_HEADER", "HANDLE_ATTR", "jittered"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+#: Message header with the per-delivery token chosen by the worker's main process.
+TOKEN_HEADER = "singleton_lock_token"
+#: Message header counting re-queues caused by the lock (kept apart from ``retries``).
+RETRIES_HEADER = "singleton_lock_retries"
+#: Request-context attribute holding the execution's :class:`ExecutionLock`.
+HANDLE_ATTR = "_singleton_lock_handle"
+
+#: Errors meaning "Redis could not answer", as opposed to a bug.
+BACKEND_ERRORS = (redis.RedisError, OSError)
+
+
+def jittered(delay: float) -> float:
+    """A countdown spread over [delay/2, 3*delay/2] so retried duplicates do not stampede."""
+    return delay * (0.5 + random.random())
+
+
+class _Attempt:
+    """What one execution needs to take its lock; built once per execution."""
+
+    __slots__ = ("task", "request", "options", "runtime", "key", "fence_key", "token", "holder")
+
+    def __init__(self, task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        options, argument_key = task.singleton_lock()
+        runtime = runtime_for(task.app)
+        request = task.request
+        self.task = task
+        self.request = request
+        self.options = options
+        self.runtime = runtime
+        self.key = runtime.layout.lock(task.name, argument_key(args, kwargs))
+        self.fence_key = runtime.layout.fence(task.name)
+        self.token = request.get(TOKEN_HEADER) or new_token()
+        self.holder = Holder(
+            task_id=request.id or "", host=runtime.hostname, pid=os.getpid(),
+            since_ms=int(time.time() * 1000), heartbeat_ms=int(options.heartbeat * 1000))
+
+    def acquire(self) -> Tuple[Union[Grant, Conflict], float]:
+        started = time.monotonic()
+        return self.runtime.store.acquire(self.key, self.fence_key, self.token,
+                                          int(self.options.ttl * 1000), self.holder), started
+
+    def conflict(self, conflict: Conflict, action: str) -> None:
+        logger.info("singleton lock: %s[%s] is a duplicate (%s): key %s held by %s on %s pid %s",
+                    self.task.name, self.request.id, action, self.key, conflict.task_id or "?",
+                    conflict.host or "?", conflict.pid if conflict.pid is not None else "?")
+        signals.lock_conflict.send(sender=self.task, key=self.key, task_id=self.request.id,
+                                   holder=conflict.task_id, action=action, at="run")
+
+
+def run_guarded(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, Any],
+                body: Callable[[], Any]) -> Any:
+    """Run ``body`` while holding the call's lock, or deal with the duplicate."""
+    attempt = _Attempt(task, args, kwargs)
+    try:
+        outcome, started = attempt.acquire()
+    except BACKEND_ERRORS as exc:
+        return _backend_unavailable(attempt, args, kwargs, body, exc)
+    if isinstance(outcome, Conflict):
+        try:
+            outcome, started = _duplicate(attempt, outcome, args, kwargs)
+        except _Skip:
+            return None  # SUCCESS with result None: the caller's .get() returns
+    return _hold(attempt, outcome, started, body)
+
+
+def _hold(attempt: _Attempt, grant: Grant, started: float, body: Callable[[], Any]) -> Any:
+    runtime, options = attempt.runtime, attempt.options
+    lease = Lease(attempt.key, attempt.token, options.ttl, options.heartbeat, confirmed_at=started)
+    handle = ExecutionLock(attempt.key, attempt.token, grant.fence, attempt.task.name,
+                           attempt.request.id, lease)
+    lease.context = handle
+    runtime.renewer.hold(lease)
+    setattr(attempt.request, HANDLE_ATTR, handle)
+    signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle)
+    keep = False
+    try:
+        return body()
+    except Retry:
+        # queued_or_running keeps the lock for the logical task across self.retry().
+        keep = options.scope == "queued_or_running"
+        raise
+    finally:
+        setattr(attempt.request, HANDLE_ATTR, None)
+        if not keep:
+            release(runtime, lease, attempt.task, attempt.request.id)
+
+
+def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str]) -> bool:
+    """Stop renewing and compare-and-delete; a failure is logged, the TTL frees the lock later."""
+    runtime.renewer.drop(lease)
+    try:
+        released = runtime.store.release(lease.key, lease.token)
+    except BACKEND_ERRORS as exc:
+        logger.warning("singleton lock: releasing %s failed (%r); it expires within its TTL", lease.key, exc)
+        released = False
+    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released)
+    return released
+
+
+# -- duplicates --------------------------------------------------------------------------------
+def _duplicate(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
+               kwargs: Mapping[str, Any]) -> Tuple[Grant, float]:
+    """Resolve a conflict into a grant, or raise what the task's outcome must be."""
+    if conflict.task_id and conflict.task_id == attempt.request.id:
+        return _redelivery(attempt, conflict)
+    policy = attempt.options.on_locked
+    if policy == "wait":
+        return _wait(attempt, conflict)
+    attempt.conflict(conflict, policy)
+    if policy == "raise":
+        raise LockedError(
+            f"task {attempt.task.name}[{attempt.request.id}]: lock {attempt.key} is held by task "
+            f"{conflict.task_id or '?'}", task=attempt.task.name, key=attempt.key, holder=conflict.task_id)
+    if policy == "retry":
+        raise _requeue(attempt, args, kwargs, conflict)
+    raise _Skip()
+
+
+class _Skip(Exception):
+    """Internal: the duplicate ends SUCCESS with result None without running the body."""
+
+
+def _wait(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
+    """Block until the lock is released or the wait times out, woken by the release announcement."""
+    attempt.conflict(conflict, "wait")
+    deadline = time.monotonic() + attempt.options.wait_timeout
+    with attempt.runtime.store.release_events(attempt.key) as events:
+        while True:
+            outcome, started = attempt.acquire()
+            if isinstance(outcome, Grant):
+                return outcome, started
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LockedError(
+                    f"task {attempt.task.name}[{attempt.request.id}]: waited "
+                    f"{attempt.options.wait_timeout:g}s for lock {attempt.key} held by task "
+                    f"{outcome.task_id or '?'}", task=attempt.task.name, key=attempt.key,
+                    holder=outcome.task_id)
+            # Also wake when the holder's TTL would run out (a dead holder announces nothing).
+            events.wait(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01))
+
+
+def _redelivery(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
+    """The holder is another delivery of this very message (visibility timeout, acks_late).
+
+    If that delivery is alive it renews the lock within one heartbeat, and this copy
+    stores nothing. If it died without releasing (its whole worker was killed and the
+    broker redelivered at once), the lock runs out and this copy takes over and runs.
+    """
+    holder_heartbeat = (conflict.heartbeat_ms or attempt.options.heartbeat * 1000) / 1000.0
+    first_seen, first_pttl = time.monotonic(), conflict.pttl_ms
+    deadline = first_seen + 1.5 * holder_heartbeat + 0.25
+    with attempt.runtime.store.release_events(attempt.key) as events:
+        outcome: Union[Grant, Conflict] = conflict
+        while True:
+            assert isinstance(outcome, Conflict)
+            if events.wait(min(deadline - time.monotonic(), max(outcome.pttl_ms, 1) / 1000.0 + 0.01)):
+                break  # the other delivery finished and released: it ran, we must not
+            outcome, started = attempt.acquire()
+            if isinstance(outcome, Grant):
+                logger.warning("singleton lock: %s[%s]: the earlier delivery's lock %s ran out without "
+                               "release; running this redelivery", attempt.task.name, attempt.request.id,
+                               attempt.key)
+                return outcome, started
+            if outcome.task_id != attempt.request.id:
+                break  # someone else's execution now: the original delivery finished
+            elapsed_ms = (time.monotonic() - first_seen) * 1000
+            if outcome.pttl_ms > first_pttl - elapsed_ms + 250 or time.monotonic() >= deadline:
+                break  # renewed: the first delivery is alive
+    attempt.conflict(conflict, "ignore")
+    raise Ignore()
+
+
+def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
+             conflict: Optional[Conflict], exc: Optional[BaseException] = None) -> BaseException:
+    """Re-publish this message for later; counts against ``lock_retry_max``, not ``max_retries``."""
+    task, request, options = attempt.task, attempt.request, attempt.options
+    done = int(request.get(RETRIES_HEADER) or 0)
+    if options.retry_max is not None and done >= options.retry_max:
+        holder = conflict.task_id if conflict else None
+        reason = f"held by task {holder}" if conflict else f"Redis unavailable: {exc!r}"
+        return LockedError(
+            f"task {task.name}[{request.id}]: gave up after {done} lock retries (lock_retry_max="
+            f"{options.retry_max}); lock {attempt.key} {reason}", task=task.name, key=attempt.key, holder=holder)
+    countdown = jittered(options.retry_delay)
+    if request.is_eager:
+        return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
+    signature = task.signature_from_request(
+        request, args, kwargs, countdown=countdown, retries=request.retries,
+        headers={RETRIES_HEADER: done + 1})
+    signature.apply_async()
+    return Retry(f"lock {attempt.key} busy, retry {done + 1} in {countdown:.1f}s", exc=exc,
+                 when=countdown, sig=signature)
+
+
+def _backend_unavailable(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
+                         body: Callable[[], Any], exc: BaseException) -> Any:
+    policy = attempt.options.on_lock_error
+    logger.error("singleton lock: %s[%s]: Redis unavailable while taking lock %s (%r); on_lock_error=%s",
+                 attempt.task.name, attempt.request.id, attempt.key, exc, policy)
+    if policy == "run":
+        return body()
+    error = LockBackendError(
+        f"task {attempt.task.name}[{attempt.request.id}]: cannot reach Redis to take lock {attempt.key}: {exc}",
+        task=attempt.task.name, key=attempt.key)
+    if policy == "raise":
+        raise error from exc
+    raise _requeue(attempt, args, kwargs, None, error)

@@ -1,0 +1,44 @@
+"""The lock as a running task sees it: ``self.lock`` in a bound task."""
+
+from __future__ import annotations
+
+from .exceptions import LockLostError
+from .store import Lease
+
+__all__ = ["ExecutionLock"]
+
+
+class ExecutionLock:
+    """The lock held by one execution of a task.
+
+    One object per execution (never shared between the threads or greenlets of a
+    pool). Pass :attr:`fencing_token` to the systems the task writes to, so they
+    can refuse a write from a holder that lost the lock while paused.
+    """
+
+    __slots__ = ("key", "token", "fencing_token", "task_name", "task_id", "_lease")
+
+    def __init__(self, key: str, token: str, fencing_token: int, task_name: str, task_id: str,
+                 lease: Lease) -> None:
+        self.key = key
+        self.token = token
+        self.fencing_token = fencing_token
+        self.task_name = task_name
+        self.task_id = task_id
+        self._lease = lease
+
+    @property
+    def lost(self) -> bool:
+        """Set by the heartbeat when Redis no longer holds this execution's token."""
+        return self._lease.lost.is_set()
+
+    def check(self) -> None:
+        """Raise :class:`LockLostError` if the lock was lost; call before irreversible work."""
+        if self.lost:
+            raise LockLostError(
+                f"task {self.task_name}[{self.task_id}] lost its lock {self.key}: another execution may be running",
+                task=self.task_name, key=self.key)
+
+    def __repr__(self) -> str:
+        return (f"<ExecutionLock {self.key} fencing_token={self.fencing_token} "
+                f"lost={self.lost}>")

@@ -1,0 +1,164 @@
+"""Task options and app settings, resolved and validated once per task.
+
+A task option is an ordinary ``@app.task(...)`` keyword (Celery turns it into a
+class attribute). When the task leaves it unset, the app-wide default
+``app.conf.singleton_lock_<name>`` applies, then the built-in default. All of it
+is checked when the task is bound to its app (definition, or at the latest the
+worker's start), so a wrong value never surfaces inside a running worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+from .exceptions import ConfigurationError
+
+__all__ = ["LockOptions", "AppSettings", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
+           "resolve_settings", "OPTION_NAMES"]
+
+SCOPES = ("running", "queued", "queued_or_running")
+ON_LOCKED = ("skip", "retry", "wait", "raise")
+ON_LOCK_ERROR = ("retry", "run", "raise")
+
+# task attribute -> (app.conf key, built-in default)
+_OPTIONS: Dict[str, Tuple[str, Any]] = {
+    "lock_key": ("singleton_lock_key", None),
+    "lock_scope": ("singleton_lock_scope", "running"),
+    "lock_queue_ttl": ("singleton_lock_queue_ttl", 3600.0),
+    "on_locked": ("singleton_lock_on_locked", "skip"),
+    "lock_ttl": ("singleton_lock_ttl", 30.0),
+    "lock_heartbeat": ("singleton_lock_heartbeat", None),  # None: lock_ttl / 3
+    "lock_retry_delay": ("singleton_lock_retry_delay", 5.0),
+    "lock_retry_max": ("singleton_lock_retry_max", None),
+    "lock_wait_timeout": ("singleton_lock_wait_timeout", 30.0),
+    "on_lock_error": ("singleton_lock_on_lock_error", "retry"),
+}
+OPTION_NAMES = tuple(_OPTIONS)
+
+
+@dataclass(frozen=True)
+class LockOptions:
+    """One task's resolved lock options (seconds as floats)."""
+
+    key: Union[None, Tuple[str, ...], Callable[..., str]]
+    scope: str
+    queue_ttl: float
+    on_locked: str
+    ttl: float
+    heartbeat: float
+    retry_delay: float
+    retry_max: Optional[int]
+    wait_timeout: float
+    on_lock_error: str
+
+    @property
+    def at_enqueue(self) -> bool:
+        """Whether ``apply_async`` takes a lock before publishing."""
+        return self.scope != "running"
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """App-wide connection settings."""
+
+    url: Union[str, Tuple[str, ...]]
+    prefix: str
+    transport_options: Mapping[str, Any]
+
+
+def _fail(task: str, message: str) -> ConfigurationError:
+    return ConfigurationError(f"task {task!r}: {message}", task=task)
+
+
+def _choice(task: str, name: str, value: Any, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise _fail(task, f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
+    return value
+
+
+def _seconds(task: str, name: str, value: Any, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(task, f"{name} must be a number of seconds, not {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise _fail(task, f"{name}={value!r} must be {bound}")
+    return float(value)
+
+
+def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, Any]) -> LockOptions:
+    """Merge task attributes over app settings over defaults, and check every value."""
+
+    def pick(name: str) -> Any:
+        value = attrs(name)
+        if value is None:
+            conf_key, default = _OPTIONS[name]
+            value = conf.get(conf_key, default)
+            value = default if value is None else value
+        return value
+
+    key = pick("lock_key")
+    if isinstance(key, list):
+        key = tuple(key)
+    scope = _choice(task, "lock_scope", pick("lock_scope"), SCOPES)
+    on_locked = _choice(task, "on_locked", pick("on_locked"), ON_LOCKED)
+    on_lock_error = _choice(task, "on_lock_error", pick("on_lock_error"), ON_LOCK_ERROR)
+    ttl = _seconds(task, "lock_ttl", pick("lock_ttl"))
+    if ttl < 0.01:
+        raise _fail(task, f"lock_ttl={ttl!r} is below the 10 ms Redis can keep")
+    heartbeat_value = pick("lock_heartbeat")
+    heartbeat = ttl / 3 if heartbeat_value is None else _seconds(task, "lock_heartbeat", heartbeat_value)
+    if heartbeat >= ttl:
+        raise _fail(task, f"lock_heartbeat={heartbeat!r} must be shorter than lock_ttl={ttl!r} "
+                          "(the lock would expire between renewals)")
+    retry_max = pick("lock_retry_max")
+    if retry_max is not None and (isinstance(retry_max, bool) or not isinstance(retry_max, int) or retry_max < 0):
+        raise _fail(task, f"lock_retry_max must be None or an int >= 0, not {retry_max!r}")
+    options = LockOptions(
+        key=key,
+        scope=scope,
+        queue_ttl=_seconds(task, "lock_queue_ttl", pick("lock_queue_ttl")),
+        on_locked=on_locked,
+        ttl=ttl,
+        heartbeat=heartbeat,
+        retry_delay=_seconds(task, "lock_retry_delay", pick("lock_retry_delay"), allow_zero=True),
+        retry_max=retry_max,
+        wait_timeout=_seconds(task, "lock_wait_timeout", pick("lock_wait_timeout"), allow_zero=True),
+        on_lock_error=on_lock_error,
+    )
+    if options.at_enqueue and on_locked == "wait":
+        raise _fail(task, f'on_locked="wait" makes no sense with lock_scope={scope!r}: '
+                          "apply_async would block the caller until the task finishes; "
+                          'use "skip", "raise" or "retry"')
+    return options
+
+
+def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
+    """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
+    url = conf.get("singleton_lock_url")
+    if url is None:
+        broker = conf.get("broker_url") or ""
+        broker = broker[0] if isinstance(broker, (list, tuple)) and broker else broker
+        if isinstance(broker, str) and broker.split("://", 1)[0] in ("redis", "rediss", "unix", "socket"):
+            url = broker.split(";", 1)[0]
+        else:
+            url = "redis://127.0.0.1:6379/0"
+    if isinstance(url, (list, tuple)):
+        if not url or not all(isinstance(u, str) for u in url):
+            raise ConfigurationError(f"singleton_lock_url must be a URL or a non-empty list of URLs, not {url!r}")
+        url = tuple(url)
+    elif not isinstance(url, str):
+        raise ConfigurationError(f"singleton_lock_url must be a URL string or a list of them, not {url!r}")
+    for one in (url if isinstance(url, tuple) else (url,)):
+        scheme = one.split("://", 1)[0] if "://" in one else ""
+        if scheme not in ("redis", "rediss", "unix"):
+            raise ConfigurationError(
+                f"singleton_lock_url {one!r}: scheme must be redis://, rediss:// or unix://")
+    prefix = conf.get("singleton_lock_prefix") or "singleton_lock"
+    if not isinstance(prefix, str) or any(c in prefix for c in "{} \n"):
+        raise ConfigurationError(f"singleton_lock_prefix {prefix!r} must be a string without braces or spaces")
+    transport = conf.get("singleton_lock_transport_options") or {}
+    if not isinstance(transport, Mapping):
+        raise ConfigurationError(
+            f"singleton_lock_transport_options must be a dict of redis-py options, not {transport!r}")
+    return AppSettings(url=url, prefix=prefix, transport_options=dict(transport))

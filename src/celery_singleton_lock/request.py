@@ -1,0 +1,69 @@
+"""The worker-side request of a ``LockedTask``: the main process's share of the work.
+
+In the prefork pool the lock is taken and released by the child that runs the
+body. When the child cannot release (revoke with ``terminate=True``, a hard time
+limit, the child killed), the main process learns of it through this request's
+callbacks and releases by token. The token is chosen here, in the main process,
+and handed to the child in the request, so both sides name the same execution
+and a release can never touch another delivery's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from billiard.exceptions import Terminated, TimeLimitExceeded, WorkerLostError
+from celery.worker.request import Request
+
+from .guard import BACKEND_ERRORS, TOKEN_HEADER
+from .runtime import runtime_for
+from .store.client import new_token
+
+__all__ = ["LockedRequest"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+#: Exceptions the pool reports when the child died or was killed mid-task.
+_CHILD_GONE = (Terminated, TimeLimitExceeded, WorkerLostError, SystemExit, KeyboardInterrupt)
+
+
+class LockedRequest(Request):
+    """Adds the execution token, and releases for a child that died holding the lock."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.request_dict[TOKEN_HEADER] = new_token()
+
+    def on_timeout(self, soft: bool, timeout: float) -> None:
+        super().on_timeout(soft, timeout)
+        if not soft:
+            self.release_for_child("hard time limit")
+
+    def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False) -> Any:
+        try:
+            return super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
+        finally:
+            exc = getattr(exc_info, "exception", None)
+            exc = getattr(exc, "exc", exc)  # ExceptionWithTraceback
+            if isinstance(exc, _CHILD_GONE):
+                self.release_for_child(type(exc).__name__)
+
+    def release_for_child(self, why: str) -> bool:
+        """Release the lock the child held under this request's token (harmless if it held none)."""
+        task = self.task
+        try:
+            runtime = runtime_for(task.app)
+            key = runtime.layout.lock(task.name, task.lock_digest(self.args, self.kwargs))
+            released = runtime.store.release(key, self.request_dict[TOKEN_HEADER])
+        except BACKEND_ERRORS as exc:
+            logger.warning("singleton lock: %s[%s]: release after %s failed (%r); the lock expires within "
+                           "its TTL", task.name, self.id, why, exc)
+            return False
+        except Exception:
+            logger.exception("singleton lock: %s[%s]: release after %s failed", task.name, self.id, why)
+            return False
+        if released:
+            logger.info("singleton lock: %s[%s]: released %s from the worker's main process after %s",
+                        task.name, self.id, key, why)
+        return released

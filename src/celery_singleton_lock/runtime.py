@@ -1,0 +1,78 @@
+"""The per-app lock machinery: one store, one renewer, one identity per process.
+
+It hangs off the Celery app object instead of a module global, so two apps in
+one process (or two tests) never share a connection or a heartbeat; it is built
+lazily on first use, after the app is configured and, in a prefork worker,
+after the fork.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from typing import Any, Optional
+
+from . import signals
+from .options import AppSettings, resolve_settings
+from .store import KeyLayout, Lease, LockStore, Renewer, connect
+
+__all__ = ["LockRuntime", "runtime_for", "peek_runtime"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+_ATTR = "_singleton_lock_runtime"
+_CREATE = threading.Lock()
+
+
+class LockRuntime:
+    """Everything one app needs to take, renew and release locks."""
+
+    def __init__(self, app: Any, settings: AppSettings) -> None:
+        self.app = app
+        self.settings = settings
+        self.layout = KeyLayout(settings.prefix)
+        if isinstance(settings.url, tuple):
+            from .store.quorum import QuorumStore  # Redlock across independent masters
+
+            self.store = QuorumStore([connect(u, settings.transport_options) for u in settings.url])
+        else:
+            self.store = LockStore(connect(settings.url, settings.transport_options))
+        self.renewer = Renewer(self.store, on_lost=self._lost)
+        self.hostname = socket.gethostname()
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    def _lost(self, lease: Lease, reason: str) -> None:
+        handle = lease.context
+        task_name = getattr(handle, "task_name", "?")
+        task_id = getattr(handle, "task_id", "?")
+        logger.error("singleton lock LOST: task %s[%s] key %s: %s; the body keeps running unguarded "
+                     "(check self.lock.lost or self.lock.check())", task_name, task_id, lease.key, reason)
+        task = self.app.tasks.get(task_name) if task_name != "?" else None
+        signals.lock_lost.send(sender=task, key=lease.key, task_id=task_id, reason=reason, lock=handle)
+
+    def close(self) -> None:
+        """Stop the heartbeat and drop connections (tests, shutdown)."""
+        self.renewer.close()
+        self.store.close()
+
+
+def runtime_for(app: Any) -> LockRuntime:
+    """The app's runtime, created on first use."""
+    runtime: Optional[LockRuntime] = app.__dict__.get(_ATTR)
+    if runtime is None:
+        with _CREATE:
+            runtime = app.__dict__.get(_ATTR)
+            if runtime is None:
+                runtime = LockRuntime(app, resolve_settings(app.conf))
+                setattr(app, _ATTR, runtime)
+    return runtime
+
+
+def peek_runtime(app: Any) -> Optional[LockRuntime]:
+    """The app's runtime if one was created (shutdown hooks must not create one)."""
+    return app.__dict__.get(_ATTR) if app is not None else None

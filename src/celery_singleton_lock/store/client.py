@@ -1,0 +1,193 @@
+"""Acquire, renew and release locks with one round trip each.
+
+:class:`LockStore` is a thin layer over one Redis client: each public method is
+one script call (EVALSHA, reloaded by redis-py on NOSCRIPT, so a ``SCRIPT FLUSH``
+or a Redis restart does not break callers). It keeps no lock state of its own;
+who holds what lives in Redis and in the caller's :class:`~.heartbeat.Lease`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+
+import redis
+
+from . import scripts
+
+__all__ = ["LockStore", "Grant", "Conflict", "Holder", "new_token"]
+
+
+def new_token() -> str:
+    """A unique per-execution token (128 random bits)."""
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who asks for (or holds) a lock, as written into Redis for diagnostics."""
+
+    task_id: str
+    host: str
+    pid: int
+    since_ms: int
+    heartbeat_ms: int
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The lock was taken; ``fence`` strictly increases for each new holder of the task's keys."""
+
+    fence: int
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Someone else holds the lock."""
+
+    task_id: str
+    host: str
+    pid: Optional[int]
+    since_ms: Optional[int]
+    pttl_ms: int
+    heartbeat_ms: Optional[int]
+    state: str
+    same_token: bool = False
+
+
+Outcome = Union[Grant, Conflict]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _int_or_none(value: Any) -> Optional[int]:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _outcome(reply: Sequence[Any]) -> Optional[Outcome]:
+    status = int(reply[0])
+    if status == 1:
+        return Grant(fence=int(reply[1]))
+    if status == 0:
+        return Conflict(
+            task_id=_text(reply[1]),
+            host=_text(reply[2]),
+            pid=_int_or_none(reply[3]),
+            since_ms=_int_or_none(reply[4]),
+            pttl_ms=int(reply[5]),
+            heartbeat_ms=_int_or_none(reply[6]),
+            state=_text(reply[7]),
+            same_token=bool(int(reply[8])),
+        )
+    return None
+
+
+class LockStore:
+    """The lock protocol on one Redis client (or one Redis Cluster client)."""
+
+    def __init__(self, client: "redis.Redis[Any]") -> None:
+        self.client = client
+        self._acquire = client.register_script(scripts.ACQUIRE)
+        self._release = client.register_script(scripts.RELEASE)
+        self._renew = client.register_script(scripts.RENEW)
+        self._adopt = client.register_script(scripts.ADOPT)
+
+    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
+                state: str = "running") -> Outcome:
+        reply = self._acquire(
+            keys=(key, fence_key),
+            args=(token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms,
+                  holder.heartbeat_ms, state),
+        )
+        outcome = _outcome(reply)
+        assert outcome is not None
+        return outcome
+
+    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
+              ttl_ms: int, holder: Holder) -> Optional[Outcome]:
+        """Turn an enqueue lock handed over by token into a running lock; ``None`` if it is not ours."""
+        reply = self._adopt(
+            keys=(queued_key, key, fence_key),
+            args=(queued_token, token, ttl_ms, holder.task_id, holder.host, holder.pid,
+                  holder.since_ms, holder.heartbeat_ms),
+        )
+        return _outcome(reply)
+
+    def release(self, key: str, token: str) -> bool:
+        """Compare-and-delete: never removes a lock held under another token."""
+        return bool(self._release(keys=(key,), args=(token,)))
+
+    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
+        """Release several (key, token) pairs in one pipelined round trip."""
+        if not items:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for key, token in items:
+            self._release(keys=(key,), args=(token,), client=pipe)
+        return [bool(r) for r in pipe.execute()]
+
+    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+        """Compare-and-extend every (key, token, ttl_ms) in one round trip."""
+        if not items:
+            return []
+        keys = [key for key, _, _ in items]
+        args = [token for _, token, _ in items] + [ttl for _, _, ttl in items]
+        return [bool(r) for r in self._renew(keys=keys, args=args)]
+
+    def close(self) -> None:
+        self.client.connection_pool.disconnect()
+
+    def holder(self, key: str) -> Optional[dict]:
+        """The lock's fields with its remaining ttl, for diagnostics; ``None`` when free."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(key)
+        pipe.pttl(key)
+        fields, pttl = pipe.execute()
+        if not fields:
+            return None
+        info = {_text(k): _text(v) for k, v in fields.items()}
+        info["pttl"] = str(pttl)
+        return info
+
+    @contextmanager
+    def release_events(self, key: str) -> Iterator["ReleaseEvents"]:
+        """Subscribe to ``key``'s release announcements for the duration of the block.
+
+        Subscribe first, then try to acquire: a release between the two is not missed.
+        """
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(key)
+            yield ReleaseEvents(pubsub)
+        finally:
+            try:
+                pubsub.close()
+            except Exception:  # pragma: no cover - closing a broken connection
+                pass
+
+
+class ReleaseEvents:
+    """A subscription to one lock's release announcements."""
+
+    def __init__(self, pubsub: Any) -> None:
+        self._pubsub = pubsub
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; ``True`` when a release was announced."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            # An ignored subscribe confirmation also returns None early: loop to the deadline.
+            message = self._pubsub.get_message(timeout=remaining)
+            if message is not None and message.get("type") == "message":
+                return True

@@ -1,0 +1,203 @@
+"""Keep held locks alive: one renewal thread per process, one round trip per period.
+
+Locks get short TTLs (30 s by default) so a dead holder frees them quickly; a
+live holder's :class:`Renewer` extends them. Every wake-up renews *all* held
+leases in a single script call, so after the first period the leases line up
+and the cost is one round trip per period whatever their number.
+
+The thread is started by the first :meth:`Renewer.hold` in a process (after a
+fork the child starts its own; nothing is inherited), lingers briefly when
+idle so a busy worker does not start one per task, and exits on its own. A
+renewal error is logged and retried; a lease is declared lost only when Redis
+says its token is gone, or when its TTL has surely run out since the last
+confirmed renewal. The loop never raises, so it cannot take a worker down.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Any, Callable, List, Optional, Set
+
+from .client import LockStore
+
+__all__ = ["Lease", "Renewer"]
+
+logger = logging.getLogger("celery_singleton_lock.heartbeat")
+
+Clock = Callable[[], float]
+LostCallback = Callable[["Lease", str], None]
+
+
+class Lease:
+    """One held lock as the renewer sees it; ``lost`` is set when it is gone."""
+
+    __slots__ = ("key", "token", "ttl", "heartbeat", "confirmed_at", "next_due", "lost",
+                 "released", "context", "__weakref__")
+
+    def __init__(self, key: str, token: str, ttl: float, heartbeat: float, confirmed_at: float,
+                 context: Any = None) -> None:
+        self.key = key
+        self.token = token
+        self.ttl = ttl
+        self.heartbeat = heartbeat
+        self.confirmed_at = confirmed_at  # clock() before the last call Redis confirmed
+        self.next_due = confirmed_at + heartbeat
+        self.lost = threading.Event()
+        self.released = False
+        self.context = context
+
+    @property
+    def ttl_ms(self) -> int:
+        return int(self.ttl * 1000)
+
+    def __repr__(self) -> str:
+        return f"<Lease {self.key} lost={self.lost.is_set()} released={self.released}>"
+
+
+class Renewer:
+    """Renews every lease held by this process from one background thread."""
+
+    #: How long an idle thread waits for a new lease before exiting.
+    idle_linger = 1.0
+
+    def __init__(self, store: LockStore, *, on_lost: Optional[LostCallback] = None,
+                 clock: Clock = time.monotonic, name: str = "singleton-lock-heartbeat") -> None:
+        self._store = store
+        self._on_lost = on_lost
+        self._clock = clock
+        self._name = name
+        self._reset()
+        #: Number of renewal round trips made by this process (diagnostics and benchmarks).
+        self.round_trips = 0
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: (ref() is not None) and ref()._reset())  # type: ignore
+
+    def _reset(self) -> None:
+        # A fork copies the parent's leases and maybe a held lock, but not its thread:
+        # the child starts from nothing.
+        self._cond = threading.Condition()
+        self._leases: Set[Lease] = set()
+        self._thread: Optional[threading.Thread] = None
+        self._wake_at = float("inf")
+        self._closed = False
+
+    # -- the holder's side ---------------------------------------------------------------------
+    def hold(self, lease: Lease) -> None:
+        """Start renewing ``lease`` (starts the thread in this process when needed)."""
+        with self._cond:
+            self._closed = False
+            self._leases.add(lease)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            elif lease.next_due < self._wake_at:
+                self._cond.notify()
+
+    def drop(self, lease: Lease) -> None:
+        """Stop renewing ``lease``; call before releasing it in Redis."""
+        with self._cond:
+            lease.released = True
+            self._leases.discard(lease)
+            if not self._leases:
+                self._cond.notify()
+
+    def held(self) -> List[Lease]:
+        with self._cond:
+            return list(self._leases)
+
+    def release_all(self) -> int:
+        """Release every held lease (worker shutdown); returns how many were still ours."""
+        with self._cond:
+            leases = list(self._leases)
+            for lease in leases:
+                lease.released = True
+            self._leases.clear()
+            self._cond.notify()
+        if not leases:
+            return 0
+        return sum(self._store.release_many([(lease.key, lease.token) for lease in leases]))
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the thread now (it is restarted by the next :meth:`hold`)."""
+        with self._cond:
+            self._closed = True
+            thread = self._thread
+            self._cond.notify()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    # -- the thread ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        idle_since: Optional[float] = None
+        while True:
+            with self._cond:
+                if self._closed:
+                    self._thread = None
+                    return
+                now = self._clock()
+                if not self._leases:
+                    idle_since = now if idle_since is None else idle_since
+                    remaining = self.idle_linger - (now - idle_since)
+                    if remaining <= 0:
+                        self._thread = None
+                        return
+                    self._wake_at = now + remaining
+                    self._cond.wait(remaining)
+                    continue
+                idle_since = None
+                due = min(lease.next_due for lease in self._leases)
+                if due > now:
+                    self._wake_at = due
+                    self._cond.wait(due - now)
+                    continue
+                batch = list(self._leases)
+                self._wake_at = float("inf")
+            try:
+                self._renew(batch)
+            except Exception:  # never let the loop die: log and go on
+                logger.exception("singleton-lock heartbeat: unexpected error while renewing")
+                with self._cond:
+                    for lease in batch:
+                        lease.next_due = max(lease.next_due, self._clock() + lease.heartbeat / 2)
+
+    def _renew(self, batch: List[Lease]) -> None:
+        started = self._clock()
+        try:
+            self.round_trips += 1
+            results = self._store.renew([(lease.key, lease.token, lease.ttl_ms) for lease in batch])
+        except Exception as exc:
+            logger.warning("singleton-lock heartbeat: renewing %d lock(s) failed, retrying: %r", len(batch), exc)
+            retry_at = self._clock()
+            for lease in batch:
+                if retry_at - lease.confirmed_at >= lease.ttl:
+                    self._lose(lease, "its TTL ran out while Redis could not be reached")
+                else:
+                    lease.next_due = retry_at + min(lease.heartbeat / 2, 1.0)
+            return
+        for lease, ok in zip(batch, results):
+            if ok:
+                lease.confirmed_at = started
+                lease.next_due = started + lease.heartbeat
+            else:
+                self._lose(lease, "Redis no longer holds its token (expired or taken over)")
+
+    def _lose(self, lease: Lease, reason: str) -> None:
+        with self._cond:
+            if lease.released or lease not in self._leases:
+                return  # released while the renewal was in flight: not a loss
+            self._leases.discard(lease)
+            lease.lost.set()
+        if self._on_lost is not None:
+            try:
+                self._on_lost(lease, reason)
+            except Exception:
+                logger.exception("singleton-lock heartbeat: lost-lock callback failed")

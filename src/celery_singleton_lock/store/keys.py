@@ -1,0 +1,43 @@
+"""Where each lock lives in Redis.
+
+Every key of one task shares the ``{task}`` hash tag, so a lock key and the
+task's fencing counter sit in one Redis Cluster slot and one script may touch both.
+
+``<prefix>:{<task>}:<digest>``        the lock (a hash: token, holder, fence); gone when released
+``<prefix>:{<task>}:<digest>:queued`` the enqueue lock of a ``queued``-scope task
+``<prefix>:{<task>}:fence``           fencing counter: one per task, whatever the arguments
+
+The lock key doubles as the Pub/Sub channel on which its release is announced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["KeyLayout", "DEFAULT_PREFIX"]
+
+DEFAULT_PREFIX = "singleton_lock"
+
+
+@dataclass(frozen=True)
+class KeyLayout:
+    """Key names under one prefix."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    def lock(self, task: str, digest: str) -> str:
+        return f"{self.prefix}:{{{task}}}:{digest}"
+
+    def queued(self, task: str, digest: str) -> str:
+        return f"{self.prefix}:{{{task}}}:{digest}:queued"
+
+    def fence(self, task: str) -> str:
+        return f"{self.prefix}:{{{task}}}:fence"
+
+    def pattern(self, task: str = "*") -> str:
+        """A SCAN pattern for the keys of one task (or all tasks)."""
+        return f"{self.prefix}:{{{task}}}:*"
+
+    @staticmethod
+    def is_bookkeeping(key: str) -> bool:
+        return key.endswith(":fence")

@@ -1,0 +1,101 @@
+"""The Lua scripts of the lock protocol, one per operation.
+
+Each script names every key it touches in ``KEYS`` (never built inside Lua),
+so it runs on Redis Cluster. A lock is a hash:
+
+    token    the holder's unique token; every compare is against it
+    fence    fencing number, from the task's counter at acquire time
+    task_id  holder's Celery task id (diagnostics, same-id redelivery)
+    host     holder's hostname          pid   holder's process id
+    since    acquire time, ms since the epoch (holder's clock)
+    ttl      lease length in ms         hb    renewal period in ms
+    state    "running", or "queued" for an enqueue lock not yet started
+"""
+
+from __future__ import annotations
+
+__all__ = ["ACQUIRE", "RELEASE", "RENEW", "ADOPT"]
+
+# ACQUIRE: take the lock if free.
+#   KEYS[1] lock key   KEYS[2] fencing counter
+#   ARGV[1] token  ARGV[2] ttl ms  ARGV[3] task id  ARGV[4] host  ARGV[5] pid
+#   ARGV[6] since ms  ARGV[7] heartbeat ms  ARGV[8] state
+# Returns {1, fence} when taken, or
+#   {0, task_id, host, pid, since, pttl, hb, state, token_matches} describing the holder.
+ACQUIRE = """
+local h = redis.call('hmget', KEYS[1], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state')
+if h[1] then
+  return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', KEYS[1]),
+          h[6] or '', h[7] or '', h[1] == ARGV[1] and 1 or 0}
+end
+local fence = redis.call('incr', KEYS[2])
+redis.call('hset', KEYS[1], 'token', ARGV[1], 'fence', fence, 'task_id', ARGV[3], 'host', ARGV[4],
+           'pid', ARGV[5], 'since', ARGV[6], 'ttl', ARGV[2], 'hb', ARGV[7], 'state', ARGV[8])
+redis.call('pexpire', KEYS[1], ARGV[2])
+return {1, fence}
+"""
+
+# RELEASE: delete the lock only if we still hold it, and announce the release.
+#   KEYS[1] lock key   ARGV[1] token
+# Returns 1 when deleted, 0 when the lock was gone or held by another token.
+RELEASE = """
+if redis.call('hget', KEYS[1], 'token') == ARGV[1] then
+  redis.call('del', KEYS[1])
+  redis.call('publish', KEYS[1], 'released')
+  return 1
+end
+return 0
+"""
+
+# RENEW: extend every lock we still hold, in one call.
+#   KEYS[i] lock key   ARGV[i] its token   ARGV[n + i] its ttl ms  (n = #KEYS)
+# Returns a list with 1 where extended, 0 where the token is gone.
+RENEW = """
+local n = #KEYS
+local out = {}
+for i = 1, n do
+  if redis.call('hget', KEYS[i], 'token') == ARGV[i] then
+    redis.call('pexpire', KEYS[i], ARGV[n + i])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+"""
+
+# ADOPT: a worker takes over an enqueue lock handed to it by token, as a running lock.
+#   KEYS[1] enqueue lock key   KEYS[2] running lock key (same as KEYS[1] for queued_or_running)
+#   KEYS[3] fencing counter
+#   ARGV[1] enqueue token  ARGV[2] new token  ARGV[3] ttl ms  ARGV[4] task id  ARGV[5] host
+#   ARGV[6] pid  ARGV[7] since ms  ARGV[8] heartbeat ms
+# Returns {1, fence} when adopted, {0, ...holder as ACQUIRE} when the running lock is held by
+# someone else, or {2} when the enqueue lock is not ours any more (expired, revoked, or adopted by
+# another delivery of the same message).
+ADOPT = """
+local queued = redis.call('hmget', KEYS[1], 'token', 'state')
+if queued[1] ~= ARGV[1] or queued[2] ~= 'queued' then
+  if KEYS[1] == KEYS[2] then
+    local h = redis.call('hmget', KEYS[2], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state')
+    if h[1] then
+      return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', KEYS[2]),
+              h[6] or '', h[7] or '', 0}
+    end
+  end
+  return {2}
+end
+if KEYS[1] ~= KEYS[2] then
+  local h = redis.call('hmget', KEYS[2], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state')
+  if h[1] then
+    return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', KEYS[2]),
+            h[6] or '', h[7] or '', 0}
+  end
+  redis.call('del', KEYS[1])
+end
+local fence = redis.call('incr', KEYS[3])
+redis.call('del', KEYS[2])
+redis.call('hset', KEYS[2], 'token', ARGV[2], 'fence', fence, 'task_id', ARGV[4], 'host', ARGV[5],
+           'pid', ARGV[6], 'since', ARGV[7], 'ttl', ARGV[3], 'hb', ARGV[8], 'state', 'running')
+redis.call('pexpire', KEYS[2], ARGV[3])
+return {1, fence}
+"""

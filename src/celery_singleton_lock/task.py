@@ -1,0 +1,112 @@
+"""``LockedTask``: a Celery base task that runs one copy at a time per distinct arguments.
+
+Producer and consumer need nothing but the base class::
+
+    from celery_singleton_lock import LockedTask
+
+    @app.task(base=LockedTask)
+    def refresh_account(account_id, full=False): ...
+
+    @app.task(base=LockedTask, bind=True, lock_key=("account_id",), on_locked="retry", lock_ttl=20)
+    def sync(self, account_id, payload):
+        write(payload, fencing_token=self.lock.fencing_token)
+
+Options are ordinary task keywords (see :mod:`celery_singleton_lock.options`);
+unset ones fall back to ``app.conf.singleton_lock_*``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any, ClassVar, Mapping, Optional, Sequence, Tuple
+
+from celery import Task
+
+from .arguments import ArgumentKey, LockKeySpec
+from .guard import HANDLE_ATTR, run_guarded
+from .handle import ExecutionLock
+from .options import LockOptions, resolve_options
+
+__all__ = ["LockedTask"]
+
+
+def _signature_target(cls: type) -> Any:
+    """The callable whose signature the body has, without ``self`` for methods and bound tasks."""
+    raw = inspect.getattr_static(cls, "run")
+    if isinstance(raw, staticmethod):
+        return raw.__func__
+    return types.MethodType(raw, object())
+
+
+class LockedTask(Task):
+    """A task whose executions with equal arguments never overlap.
+
+    Subclasses (or ``@app.task(base=LockedTask, ...)``) set the lock options as
+    class attributes; ``None`` means "use the app setting or the default".
+    """
+
+    #: The worker-side request class: releases a lock from the main process
+    #: when the pool child cannot (terminate, hard time limit, child killed).
+    Request = "celery_singleton_lock.request:LockedRequest"
+
+    lock_key: LockKeySpec = None
+    lock_scope: Optional[str] = None
+    lock_queue_ttl: Optional[float] = None
+    on_locked: Optional[str] = None
+    lock_ttl: Optional[float] = None
+    lock_heartbeat: Optional[float] = None
+    lock_retry_delay: Optional[float] = None
+    lock_retry_max: Optional[int] = None
+    lock_wait_timeout: Optional[float] = None
+    on_lock_error: Optional[str] = None
+
+    _singleton_lock_resolved: ClassVar[Optional[Tuple[Any, LockOptions, ArgumentKey]]] = None
+
+    @classmethod
+    def on_bound(cls, app: Any) -> None:
+        """Resolve and validate the lock options now, so a wrong value fails at definition/worker start."""
+        super().on_bound(app)
+        if cls._is_concrete():
+            cls._resolve_singleton_lock(app)
+
+    @classmethod
+    def _is_concrete(cls) -> bool:
+        return bool(cls.name) and inspect.getattr_static(cls, "run") is not inspect.getattr_static(Task, "run")
+
+    @classmethod
+    def _resolve_singleton_lock(cls, app: Any) -> Tuple[LockOptions, ArgumentKey]:
+        options = resolve_options(cls.name, lambda attr: getattr(cls, attr, None), app.conf)
+        argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key)
+        cls._singleton_lock_resolved = (app, options, argument_key)
+        return options, argument_key
+
+    def singleton_lock(self) -> Tuple[LockOptions, ArgumentKey]:
+        """This task's resolved options and key function (resolved once per app)."""
+        resolved = type(self).__dict__.get("_singleton_lock_resolved")
+        if resolved is None or resolved[0] is not self.app:
+            return type(self)._resolve_singleton_lock(self.app)
+        return resolved[1], resolved[2]
+
+    def lock_digest(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+        """The argument digest naming this call's lock."""
+        return self.singleton_lock()[1](args or (), kwargs or {})
+
+    @property
+    def lock(self) -> Optional[ExecutionLock]:
+        """The lock held by the current execution (``None`` when it holds none)."""
+        return getattr(self.request, HANDLE_ATTR, None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.request.called_directly:
+            # A plain function call (``task(x)``) is not a task execution: no lock, as in Celery.
+            return super().__call__(*args, **kwargs)
+        return run_guarded(self, args, kwargs, lambda: Task.__call__(self, *args, **kwargs))
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None,
+                    producer: Any = None, link: Any = None, link_error: Any = None, shadow: Any = None,
+                    **options: Any) -> Any:
+        # Refuse arguments that have no lock key before anything is published.
+        self.lock_digest(args or (), kwargs or {})
+        return super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)
+
