@@ -126,7 +126,13 @@ def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str
         released = runtime.store.release(lease.key, lease.token)
     except BACKEND_ERRORS as exc:
         logger.warning("singleton lock: releasing %s failed (%r); it expires within its TTL", lease.key, exc)
-        released = False
+        return False
+    if not released and not lease.lost.is_set():
+        # The token was gone before we let go (paused past the TTL): the body ran unguarded
+        # for a while and another execution may have run beside it. Say so.
+        lease.lost.set()
+        runtime.report_lost(lease, "found gone at release: it expired (process paused past lock_ttl?) "
+                                   "or was taken over; the other holder's lock was left untouched")
     signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released)
     return released
 
@@ -211,11 +217,13 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     task, request, options = attempt.task, attempt.request, attempt.options
     done = int(request.get(RETRIES_HEADER) or 0)
     if options.retry_max is not None and done >= options.retry_max:
+        if conflict is None and exc is not None:
+            return exc  # Redis stayed unreachable: end with the backend error itself
         holder = conflict.task_id if conflict else None
-        reason = f"held by task {holder}" if conflict else f"Redis unavailable: {exc!r}"
         return LockedError(
             f"task {task.name}[{request.id}]: gave up after {done} lock retries (lock_retry_max="
-            f"{options.retry_max}); lock {attempt.key} {reason}", task=task.name, key=attempt.key, holder=holder)
+            f"{options.retry_max}); lock {attempt.key} held by task {holder}",
+            task=task.name, key=attempt.key, holder=holder)
     countdown = jittered(options.retry_delay)
     if request.is_eager:
         return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)

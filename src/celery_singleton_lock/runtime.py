@@ -39,14 +39,15 @@ class LockRuntime:
             self.store = QuorumStore([connect(u, settings.transport_options) for u in settings.url])
         else:
             self.store = LockStore(connect(settings.url, settings.transport_options))
-        self.renewer = Renewer(self.store, on_lost=self._lost)
+        self.renewer = Renewer(self.store, on_lost=self.report_lost)
         self.hostname = socket.gethostname()
 
     @property
     def pid(self) -> int:
         return os.getpid()
 
-    def _lost(self, lease: Lease, reason: str) -> None:
+    def report_lost(self, lease: Lease, reason: str) -> None:
+        """Log at ERROR and send ``lock_lost``: the body ran (or runs) without its lock."""
         handle = lease.context
         task_name = getattr(handle, "task_name", "?")
         task_id = getattr(handle, "task_id", "?")

@@ -1,0 +1,43 @@
+"""Reading what the task bodies recorded, and judging it."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Dict, List
+
+import redis
+
+from tests.support.waits import wait_for
+
+
+def records(events: redis.Redis, kind: str = "intervals") -> List[dict]:
+    return [json.loads(item) for item in events.lrange(kind, 0, -1)]
+
+
+def overlaps(intervals: List[dict]) -> List[tuple]:
+    """Pairs of executions with equal keys whose intervals intersect."""
+    by_key: Dict[str, List[dict]] = defaultdict(list)
+    for entry in intervals:
+        by_key[json.dumps(entry["key"])].append(entry)
+    found = []
+    for entries in by_key.values():
+        entries.sort(key=lambda e: e["start"])
+        for before, after in zip(entries, entries[1:]):
+            if after["start"] < before["end"]:
+                found.append((before, after))
+    return found
+
+
+def lock_keys(lock_redis: redis.Redis) -> List[str]:
+    """Lock keys under the test prefix, bookkeeping (fencing counters) left out."""
+    return [k for k in lock_redis.scan_iter("csltest:*") if not k.endswith(":fence")]
+
+
+def wait_started(events: redis.Redis, count: int = 1, timeout: float = 20.0) -> List[dict]:
+    return wait_for(lambda: (lambda r: r if len(r) >= count else None)(records(events, "started")),
+                    timeout, what=f"{count} task start(s)")
+
+
+def wait_unlocked(lock_redis: redis.Redis, timeout: float) -> None:
+    wait_for(lambda: not lock_keys(lock_redis), timeout, interval=0.01, what="every lock key to be gone")

