@@ -17,7 +17,7 @@ from tests.support.workers import Worker
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 #: Databases of the shared server that the tests own (flushed one by one, never FLUSHALL).
-BROKER_DB, LOCK_DB, EVENTS_DB = 15, 14, 13
+BROKER_DB, LOCK_DB, EVENTS_DB = (int(n) for n in os.environ.get("CSL_TEST_DBS", "15,14,13").split(","))
 
 
 def _base(url: str) -> str:
