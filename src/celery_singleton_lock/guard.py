@@ -28,12 +28,15 @@ from .store.client import new_token
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
 
-__all__ = ["run_guarded", "TOKEN_HEADER", "RETRIES_HEADER", "HANDLE_ATTR", "jittered"]
+__all__ = ["run_guarded", "TOKEN_HEADER", "ENQUEUE_TOKEN_HEADER", "RETRIES_HEADER", "HANDLE_ATTR", "jittered",
+           "release"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
 #: Message header with the per-delivery token chosen by the worker's main process.
 TOKEN_HEADER = "singleton_lock_token"
+#: Message header with the token of the enqueue lock taken by ``apply_async`` (``queued*`` scopes).
+ENQUEUE_TOKEN_HEADER = "singleton_lock_enqueue_token"
 #: Message header counting re-queues caused by the lock (kept apart from ``retries``).
 RETRIES_HEADER = "singleton_lock_retries"
 #: Request-context attribute holding the execution's :class:`ExecutionLock`.
@@ -51,27 +54,52 @@ def jittered(delay: float) -> float:
 class _Attempt:
     """What one execution needs to take its lock; built once per execution."""
 
-    __slots__ = ("task", "request", "options", "runtime", "key", "fence_key", "token", "holder")
+    __slots__ = ("task", "request", "options", "runtime", "key", "queued_key", "fence_key", "token",
+                 "enqueue_token", "holder")
 
     def __init__(self, task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         options, argument_key = task.singleton_lock()
         runtime = runtime_for(task.app)
         request = task.request
+        digest = argument_key(args, kwargs)
         self.task = task
         self.request = request
         self.options = options
         self.runtime = runtime
-        self.key = runtime.layout.lock(task.name, argument_key(args, kwargs))
+        self.key = runtime.layout.lock(task.name, digest)
+        self.queued_key = runtime.layout.queued(task.name, digest) if options.scope == "queued" else self.key
         self.fence_key = runtime.layout.fence(task.name)
         self.token = request.get(TOKEN_HEADER) or new_token()
+        # An enqueue lock handed over by the publisher; None when the message came without one
+        # (send_task by name, a retry, eager mode) or once it turned out not to be ours any more.
+        self.enqueue_token = request.get(ENQUEUE_TOKEN_HEADER) if options.at_enqueue else None
         self.holder = Holder(
             task_id=request.id or "", host=runtime.hostname, pid=os.getpid(),
             since_ms=int(time.time() * 1000), heartbeat_ms=int(options.heartbeat * 1000))
 
     def acquire(self) -> Tuple[Union[Grant, Conflict], float]:
+        """Adopt the enqueue lock this message carries, else take the run lock directly."""
         started = time.monotonic()
-        return self.runtime.store.acquire(self.key, self.fence_key, self.token,
-                                          int(self.options.ttl * 1000), self.holder), started
+        store, ttl_ms = self.runtime.store, int(self.options.ttl * 1000)
+        if self.enqueue_token:
+            outcome = store.adopt(self.queued_key, self.key, self.fence_key, self.enqueue_token, self.token,
+                                  ttl_ms, self.holder)
+            if outcome is not None:
+                if isinstance(outcome, Grant) or self.queued_key == self.key:
+                    self.enqueue_token = None  # adopted, or (one key) taken over by someone else
+                return outcome, started
+            self.enqueue_token = None  # expired or released while queued: guard at run time
+        return store.acquire(self.key, self.fence_key, self.token, ttl_ms, self.holder), started
+
+    def give_up_queue_slot(self) -> None:
+        """A ``queued`` copy that will not run frees its place in the queue."""
+        if self.enqueue_token:
+            try:
+                self.runtime.store.release(self.queued_key, self.enqueue_token)
+            except BACKEND_ERRORS as exc:
+                logger.warning("singleton lock: freeing queue slot %s failed (%r); it expires within "
+                               "lock_queue_ttl", self.queued_key, exc)
+            self.enqueue_token = None
 
     def conflict(self, conflict: Conflict, action: str) -> None:
         logger.info("singleton lock: %s[%s] is a duplicate (%s): key %s held by %s on %s pid %s",
@@ -106,16 +134,14 @@ def _hold(attempt: _Attempt, grant: Grant, started: float, body: Callable[[], An
     runtime.renewer.hold(lease)
     setattr(attempt.request, HANDLE_ATTR, handle)
     signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle)
-    keep = False
     try:
         return body()
-    except Retry:
-        # queued_or_running keeps the lock for the logical task across self.retry().
-        keep = options.scope == "queued_or_running"
-        raise
     finally:
         setattr(attempt.request, HANDLE_ATTR, None)
-        if not keep:
+        if handle.requeued:
+            # self.retry() under queued_or_running handed the lock to the retry's message.
+            runtime.renewer.drop(lease)
+        else:
             release(runtime, lease, attempt.task, attempt.request.id)
 
 
@@ -147,12 +173,13 @@ def _duplicate(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
     if policy == "wait":
         return _wait(attempt, conflict)
     attempt.conflict(conflict, policy)
+    if policy == "retry":
+        raise _requeue(attempt, args, kwargs, conflict)  # a queued copy keeps its queue slot
+    attempt.give_up_queue_slot()
     if policy == "raise":
         raise LockedError(
             f"task {attempt.task.name}[{attempt.request.id}]: lock {attempt.key} is held by task "
             f"{conflict.task_id or '?'}", task=attempt.task.name, key=attempt.key, holder=conflict.task_id)
-    if policy == "retry":
-        raise _requeue(attempt, args, kwargs, conflict)
     raise _Skip()
 
 
@@ -171,6 +198,7 @@ def _wait(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
                 return outcome, started
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                attempt.give_up_queue_slot()
                 raise LockedError(
                     f"task {attempt.task.name}[{attempt.request.id}]: waited "
                     f"{attempt.options.wait_timeout:g}s for lock {attempt.key} held by task "
@@ -217,6 +245,7 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     task, request, options = attempt.task, attempt.request, attempt.options
     done = int(request.get(RETRIES_HEADER) or 0)
     if options.retry_max is not None and done >= options.retry_max:
+        attempt.give_up_queue_slot()
         if conflict is None and exc is not None:
             return exc  # Redis stayed unreachable: end with the backend error itself
         holder = conflict.task_id if conflict else None
@@ -227,9 +256,11 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     countdown = jittered(options.retry_delay)
     if request.is_eager:
         return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
+    headers: dict = {RETRIES_HEADER: done + 1}
+    if attempt.enqueue_token:
+        headers[ENQUEUE_TOKEN_HEADER] = attempt.enqueue_token  # keep the queue slot for the next try
     signature = task.signature_from_request(
-        request, args, kwargs, countdown=countdown, retries=request.retries,
-        headers={RETRIES_HEADER: done + 1})
+        request, args, kwargs, countdown=countdown, retries=request.retries, headers=headers)
     signature.apply_async()
     return Retry(f"lock {attempt.key} busy, retry {done + 1} in {countdown:.1f}s", exc=exc,
                  when=countdown, sig=signature)

@@ -16,7 +16,7 @@ class ExecutionLock:
     can refuse a write from a holder that lost the lock while paused.
     """
 
-    __slots__ = ("key", "token", "fencing_token", "task_name", "task_id", "_lease")
+    __slots__ = ("key", "token", "fencing_token", "task_name", "task_id", "requeued", "_lease")
 
     def __init__(self, key: str, token: str, fencing_token: int, task_name: str, task_id: str,
                  lease: Lease) -> None:
@@ -25,7 +25,14 @@ class ExecutionLock:
         self.fencing_token = fencing_token
         self.task_name = task_name
         self.task_id = task_id
+        #: Set when ``self.retry()`` handed the lock over to the retry's message (queued_or_running).
+        self.requeued = False
         self._lease = lease
+
+    @property
+    def lease(self) -> Lease:
+        """The heartbeat's record of this lock (library internals)."""
+        return self._lease
 
     @property
     def lost(self) -> bool:

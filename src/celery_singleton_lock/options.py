@@ -126,9 +126,9 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
         wait_timeout=_seconds(task, "lock_wait_timeout", pick("lock_wait_timeout"), allow_zero=True),
         on_lock_error=on_lock_error,
     )
-    if options.at_enqueue and on_locked == "wait":
-        raise _fail(task, f'on_locked="wait" makes no sense with lock_scope={scope!r}: '
-                          "apply_async would block the caller until the task finishes; "
+    if scope == "queued_or_running" and on_locked == "wait":
+        raise _fail(task, 'on_locked="wait" makes no sense with lock_scope="queued_or_running": '
+                          "apply_async would block the caller until the queued copy has run; "
                           'use "skip", "raise" or "retry"')
     return options
 

@@ -13,7 +13,7 @@ from typing import Any
 from celery import current_app
 from celery import signals as celery_signals
 
-from .runtime import peek_runtime
+from .runtime import peek_runtime, runtime_for
 
 __all__ = ["connect_receivers"]
 
@@ -52,7 +52,37 @@ def on_worker_process_shutdown(sender: Any = None, **kwargs: Any) -> None:
     _release_held(current_app, "pool process exit")
 
 
+def on_task_revoked(sender: Any = None, request: Any = None, terminated: bool = False, **kwargs: Any) -> None:
+    """Main process: a message revoked before it started frees the enqueue lock it carried.
+
+    A terminated execution is released by its request once the pool reports the child gone.
+    """
+    from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER
+    from .task import LockedTask
+
+    if terminated or not isinstance(sender, LockedTask) or request is None:
+        return
+    token = request.get(ENQUEUE_TOKEN_HEADER) if hasattr(request, "get") else None
+    if not token:
+        return
+    options = sender.singleton_lock()[0]
+    try:
+        runtime = runtime_for(sender.app)
+        digest = sender.lock_digest(request.args or (), request.kwargs or {})
+        key = (runtime.layout.queued if options.scope == "queued" else runtime.layout.lock)(sender.name, digest)
+        released = runtime.store.release(key, token)
+    except BACKEND_ERRORS as exc:
+        logger.warning("singleton lock: %s[%s] revoked: releasing its enqueue lock failed (%r); it expires "
+                       "within lock_queue_ttl", sender.name, getattr(request, "id", "?"), exc)
+        return
+    if released:
+        logger.info("singleton lock: %s[%s] revoked before start: released enqueue lock %s",
+                    sender.name, getattr(request, "id", "?"), key)
+
+
 def connect_receivers() -> None:
+    celery_signals.task_revoked.connect(on_task_revoked, weak=False,
+                                        dispatch_uid="celery_singleton_lock.task_revoked")
     celery_signals.worker_shutdown.connect(on_worker_shutdown, weak=False,
                                            dispatch_uid="celery_singleton_lock.worker_shutdown")
     celery_signals.worker_process_shutdown.connect(on_worker_process_shutdown, weak=False,

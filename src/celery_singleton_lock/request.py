@@ -16,7 +16,7 @@ from typing import Any
 from billiard.exceptions import Terminated, TimeLimitExceeded, WorkerLostError
 from celery.worker.request import Request
 
-from .guard import BACKEND_ERRORS, TOKEN_HEADER
+from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, TOKEN_HEADER
 from .runtime import runtime_for
 from .store.client import new_token
 
@@ -50,12 +50,19 @@ class LockedRequest(Request):
                 self.release_for_child(type(exc).__name__)
 
     def release_for_child(self, why: str) -> bool:
-        """Release the lock the child held under this request's token (harmless if it held none)."""
+        """Release what the child held under this request's tokens (harmless if it held nothing)."""
         task = self.task
         try:
             runtime = runtime_for(task.app)
-            key = runtime.layout.lock(task.name, task.lock_digest(self.args, self.kwargs))
-            released = runtime.store.release(key, self.request_dict[TOKEN_HEADER])
+            digest = task.lock_digest(self.args, self.kwargs)
+            key = runtime.layout.lock(task.name, digest)
+            items = [(key, self.request_dict[TOKEN_HEADER])]
+            enqueue_token = self.request_dict.get(ENQUEUE_TOKEN_HEADER)
+            if enqueue_token:  # the child may have died before adopting the enqueue lock
+                scope = task.singleton_lock()[0].scope
+                items.append(((runtime.layout.queued if scope == "queued" else runtime.layout.lock)(
+                    task.name, digest), enqueue_token))
+            released = any(runtime.store.release_many(items))
         except BACKEND_ERRORS as exc:
             logger.warning("singleton lock: %s[%s]: release after %s failed (%r); the lock expires within "
                            "its TTL", task.name, self.id, why, exc)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Mapping, Optional, Sequence, Tuple
 from celery import Task
 
 from .arguments import ArgumentKey, LockKeySpec
+from .enqueue import publish_locked
 from .guard import HANDLE_ATTR, run_guarded
 from .handle import ExecutionLock
 from .options import LockOptions, resolve_options
@@ -106,7 +107,19 @@ class LockedTask(Task):
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None,
                     producer: Any = None, link: Any = None, link_error: Any = None, shadow: Any = None,
                     **options: Any) -> Any:
-        # Refuse arguments that have no lock key before anything is published.
-        self.lock_digest(args or (), kwargs or {})
-        return super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)
+        """Publish; a ``queued*`` task first takes its enqueue lock (see :mod:`.enqueue`)."""
+        lock_options = self.singleton_lock()[0]
+        if not lock_options.at_enqueue or self.app.conf.task_always_eager:
+            # Eager runs take the run lock inside apply(); either way, arguments without
+            # a lock key are refused before anything is published.
+            self.lock_digest(args or (), kwargs or {})
+            return Task.apply_async(self, args, kwargs, task_id, producer, link, link_error, shadow, **options)
+
+        def publish(publish_id: str, headers: Optional[dict]) -> Any:
+            if headers:
+                options["headers"] = {**(options.get("headers") or {}), **headers}
+            return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow, **options)
+
+        return publish_locked(self, args or (), kwargs or {}, task_id, options.get("headers"),
+                              options.get("countdown"), publish)
 

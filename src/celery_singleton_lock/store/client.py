@@ -99,6 +99,7 @@ class LockStore:
         self._release = client.register_script(scripts.RELEASE)
         self._renew = client.register_script(scripts.RENEW)
         self._adopt = client.register_script(scripts.ADOPT)
+        self._requeue = client.register_script(scripts.REQUEUE)
 
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running") -> Outcome:
@@ -120,6 +121,10 @@ class LockStore:
                   holder.since_ms, holder.heartbeat_ms),
         )
         return _outcome(reply)
+
+    def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
+        """Hand a running lock back to the queue (same token) for the next delivery to adopt."""
+        return bool(self._requeue(keys=(key,), args=(token, ttl_ms)))
 
     def release(self, key: str, token: str) -> bool:
         """Compare-and-delete: never removes a lock held under another token."""

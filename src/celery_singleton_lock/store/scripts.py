@@ -14,7 +14,7 @@ so it runs on Redis Cluster. A lock is a hash:
 
 from __future__ import annotations
 
-__all__ = ["ACQUIRE", "RELEASE", "RENEW", "ADOPT"]
+__all__ = ["ACQUIRE", "RELEASE", "RENEW", "ADOPT", "REQUEUE"]
 
 # ACQUIRE: take the lock if free.
 #   KEYS[1] lock key   KEYS[2] fencing counter
@@ -47,14 +47,16 @@ end
 return 0
 """
 
-# RENEW: extend every lock we still hold, in one call.
+# RENEW: extend every running lock we still hold, in one call (a lock handed back to the
+# queue is not ours to extend).
 #   KEYS[i] lock key   ARGV[i] its token   ARGV[n + i] its ttl ms  (n = #KEYS)
 # Returns a list with 1 where extended, 0 where the token is gone.
 RENEW = """
 local n = #KEYS
 local out = {}
 for i = 1, n do
-  if redis.call('hget', KEYS[i], 'token') == ARGV[i] then
+  local h = redis.call('hmget', KEYS[i], 'token', 'state')
+  if h[1] == ARGV[i] and h[2] == 'running' then
     redis.call('pexpire', KEYS[i], ARGV[n + i])
     out[i] = 1
   else
@@ -98,4 +100,17 @@ redis.call('hset', KEYS[2], 'token', ARGV[2], 'fence', fence, 'task_id', ARGV[4]
            'pid', ARGV[6], 'since', ARGV[7], 'ttl', ARGV[3], 'hb', ARGV[8], 'state', 'running')
 redis.call('pexpire', KEYS[2], ARGV[3])
 return {1, fence}
+"""
+
+# REQUEUE: a running holder that re-queues its own task (self.retry) turns its lock back into an
+# enqueue lock under the same token, for the next delivery to adopt.
+#   KEYS[1] lock key   ARGV[1] token   ARGV[2] ttl ms while queued
+# Returns 1 when handed back to the queue, 0 when the token is gone.
+REQUEUE = """
+if redis.call('hget', KEYS[1], 'token') == ARGV[1] then
+  redis.call('hset', KEYS[1], 'state', 'queued', 'ttl', ARGV[2])
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
 """
