@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from tests.support.servers import RedisServer, reachable
-from tests.support.workers import Worker
+from tests.support.workers import Beat, Worker
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 #: Databases of the shared server that the tests own (flushed one by one, never FLUSHALL).
@@ -102,6 +102,12 @@ def start_worker(test_env: Dict[str, str]) -> Iterator[object]:
         started.append(worker)
         return worker.start()
 
+    def beat(env: Dict[str, str] = None, app: str = "tests.integration.proj") -> Beat:
+        process = Beat(app, dict(test_env, **(env or {})), name=f"beat{len(started)}")
+        started.append(process)
+        return process.start()
+
+    start.beat = beat
     yield start
     for worker in started:
         worker.stop()

@@ -31,7 +31,7 @@ from celery.utils import uuid
 
 from . import signals
 from .exceptions import LockBackendError, LockedError
-from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, RETRIES_HEADER
+from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, LIBRARY_HEADERS, RETRIES_HEADER
 from .runtime import runtime_for
 from .store import Conflict, Holder
 from .store.client import new_token
@@ -56,11 +56,11 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
     """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate."""
     options, argument_key = task.singleton_lock()
     digest = argument_key(args, kwargs)  # raises before anything is locked or published
-    if _is_library_republish(headers):
-        return publish(task_id or uuid(), None)
     current = task.lock if task.request.id and task.request.id == task_id else None
     if current is not None:
         return _republish_own(task, current, options, countdown, publish)
+    if _is_library_republish(headers):
+        return publish(task_id or uuid(), {k: headers[k] for k in LIBRARY_HEADERS if k in headers})  # type: ignore
 
     runtime = runtime_for(task.app)
     key = (runtime.layout.queued if options.scope == "queued" else runtime.layout.lock)(task.name, digest)

@@ -28,7 +28,7 @@ from .store.client import new_token
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
 
-__all__ = ["run_guarded", "TOKEN_HEADER", "ENQUEUE_TOKEN_HEADER", "RETRIES_HEADER", "HANDLE_ATTR", "jittered",
+__all__ = ["run_guarded", "TOKEN_HEADER", "ENQUEUE_TOKEN_HEADER", "RETRIES_HEADER", "LIBRARY_HEADERS", "HANDLE_ATTR", "jittered",
            "release"]
 
 logger = logging.getLogger("celery_singleton_lock")
@@ -39,6 +39,9 @@ TOKEN_HEADER = "singleton_lock_token"
 ENQUEUE_TOKEN_HEADER = "singleton_lock_enqueue_token"
 #: Message header counting re-queues caused by the lock (kept apart from ``retries``).
 RETRIES_HEADER = "singleton_lock_retries"
+#: Every header the library writes. Celery copies a request's custom headers into
+#: ``self.retry()`` messages, so publishing code strips these and sets its own.
+LIBRARY_HEADERS = (TOKEN_HEADER, ENQUEUE_TOKEN_HEADER, RETRIES_HEADER)
 #: Request-context attribute holding the execution's :class:`ExecutionLock`.
 HANDLE_ATTR = "_singleton_lock_handle"
 
@@ -256,7 +259,8 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     countdown = jittered(options.retry_delay)
     if request.is_eager:
         return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
-    headers: dict = {RETRIES_HEADER: done + 1}
+    headers = {k: v for k, v in (request.headers or {}).items() if k not in LIBRARY_HEADERS}
+    headers[RETRIES_HEADER] = done + 1
     if attempt.enqueue_token:
         headers[ENQUEUE_TOKEN_HEADER] = attempt.enqueue_token  # keep the queue slot for the next try
     signature = task.signature_from_request(

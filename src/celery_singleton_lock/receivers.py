@@ -13,7 +13,7 @@ from typing import Any
 from celery import current_app
 from celery import signals as celery_signals
 
-from .runtime import peek_runtime, runtime_for
+from .runtime import peek_runtime
 
 __all__ = ["connect_receivers"]
 
@@ -57,30 +57,57 @@ def on_task_revoked(sender: Any = None, request: Any = None, terminated: bool = 
 
     A terminated execution is released by its request once the pool reports the child gone.
     """
-    from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER
+    from .guard import ENQUEUE_TOKEN_HEADER
+    from .request import release_enqueue_lock
     from .task import LockedTask
 
-    if terminated or not isinstance(sender, LockedTask) or request is None:
+    if terminated or not isinstance(sender, LockedTask) or request is None or not hasattr(request, "get"):
         return
-    token = request.get(ENQUEUE_TOKEN_HEADER) if hasattr(request, "get") else None
-    if not token:
+    release_enqueue_lock(sender, request.get("id"), request.get("args"), request.get("kwargs"),
+                         request.get(ENQUEUE_TOKEN_HEADER), "revoked before start")
+
+
+def _release_revoked_in_memory(task_ids: Any) -> None:
+    """Free the enqueue locks of revoked messages this worker holds but has not started.
+
+    Celery discards a reserved or scheduled (ETA) request only when its turn comes;
+    its lock should not wait that long.
+    """
+    from celery.utils.functional import maybe_list
+    from celery.worker import state
+
+    from .request import LockedRequest
+
+    for task_id in maybe_list(task_ids) or ():
+        request = state.requests.get(task_id)
+        if isinstance(request, LockedRequest) and request not in state.active_requests:
+            request.release_enqueue_lock("revoked while waiting in the worker")
+
+
+def _install_revoke_hook() -> None:
+    """Wrap the worker's ``revoke`` control command (idempotent; Celery's behaviour unchanged)."""
+    from celery.worker.control import Panel
+
+    original = Panel.data.get("revoke")
+    if original is None or getattr(original, "__singleton_lock_wrapped__", False):
         return
-    options = sender.singleton_lock()[0]
-    try:
-        runtime = runtime_for(sender.app)
-        digest = sender.lock_digest(request.args or (), request.kwargs or {})
-        key = (runtime.layout.queued if options.scope == "queued" else runtime.layout.lock)(sender.name, digest)
-        released = runtime.store.release(key, token)
-    except BACKEND_ERRORS as exc:
-        logger.warning("singleton lock: %s[%s] revoked: releasing its enqueue lock failed (%r); it expires "
-                       "within lock_queue_ttl", sender.name, getattr(request, "id", "?"), exc)
-        return
-    if released:
-        logger.info("singleton lock: %s[%s] revoked before start: released enqueue lock %s",
-                    sender.name, getattr(request, "id", "?"), key)
+
+    def revoke(state: Any, task_id: Any, terminate: bool = False, signal: Any = None, **kwargs: Any) -> Any:
+        reply = original(state, task_id, terminate=terminate, signal=signal, **kwargs)
+        if not terminate:
+            try:
+                _release_revoked_in_memory(task_id)
+            except Exception:
+                logger.exception("singleton lock: releasing enqueue locks of revoked tasks failed")
+        return reply
+
+    revoke.__doc__ = original.__doc__
+    revoke.__singleton_lock_wrapped__ = True  # type: ignore[attr-defined]
+    Panel.data["revoke"] = revoke
 
 
 def connect_receivers() -> None:
+    _install_revoke_hook()
     celery_signals.task_revoked.connect(on_task_revoked, weak=False,
                                         dispatch_uid="celery_singleton_lock.task_revoked")
     celery_signals.worker_shutdown.connect(on_worker_shutdown, weak=False,

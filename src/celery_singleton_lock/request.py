@@ -20,12 +20,31 @@ from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, TOKEN_HEADER
 from .runtime import runtime_for
 from .store.client import new_token
 
-__all__ = ["LockedRequest"]
+__all__ = ["LockedRequest", "release_enqueue_lock"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
 #: Exceptions the pool reports when the child died or was killed mid-task.
 _CHILD_GONE = (Terminated, TimeLimitExceeded, WorkerLostError, SystemExit, KeyboardInterrupt)
+
+
+def release_enqueue_lock(task: Any, task_id: Any, args: Any, kwargs: Any, token: Any, why: str) -> bool:
+    """Release a message's enqueue lock by the token it carries (no-op without one)."""
+    if not token:
+        return False
+    try:
+        runtime = runtime_for(task.app)
+        digest = task.lock_digest(args or (), kwargs or {})
+        scope = task.singleton_lock()[0].scope
+        key = (runtime.layout.queued if scope == "queued" else runtime.layout.lock)(task.name, digest)
+        released = runtime.store.release(key, token)
+    except Exception as exc:
+        logger.warning("singleton lock: %s[%s]: releasing enqueue lock (%s) failed (%r); it expires within "
+                       "lock_queue_ttl", task.name, task_id, why, exc)
+        return False
+    if released:
+        logger.info("singleton lock: %s[%s]: released enqueue lock %s (%s)", task.name, task_id, key, why)
+    return released
 
 
 class LockedRequest(Request):
@@ -48,6 +67,11 @@ class LockedRequest(Request):
             exc = getattr(exc, "exc", exc)  # ExceptionWithTraceback
             if isinstance(exc, _CHILD_GONE):
                 self.release_for_child(type(exc).__name__)
+
+    def release_enqueue_lock(self, why: str) -> bool:
+        """Release the enqueue lock this message carries, if it is still the queue's."""
+        return release_enqueue_lock(self.task, self.id, self.args, self.kwargs,
+                                    self.request_dict.get(ENQUEUE_TOKEN_HEADER), why)
 
     def release_for_child(self, why: str) -> bool:
         """Release what the child held under this request's tokens (harmless if it held nothing)."""

@@ -25,7 +25,7 @@ from celery import Task
 
 from .arguments import ArgumentKey, LockKeySpec
 from .enqueue import publish_locked
-from .guard import HANDLE_ATTR, run_guarded
+from .guard import HANDLE_ATTR, LIBRARY_HEADERS, run_guarded
 from .handle import ExecutionLock
 from .options import LockOptions, resolve_options
 
@@ -116,8 +116,11 @@ class LockedTask(Task):
             return Task.apply_async(self, args, kwargs, task_id, producer, link, link_error, shadow, **options)
 
         def publish(publish_id: str, headers: Optional[dict]) -> Any:
-            if headers:
-                options["headers"] = {**(options.get("headers") or {}), **headers}
+            inherited = options.get("headers")
+            if inherited or headers:
+                # Celery copies a request's headers into self.retry(): ours are set afresh.
+                merged = {k: v for k, v in (inherited or {}).items() if k not in LIBRARY_HEADERS}
+                options["headers"] = {**merged, **(headers or {})}
             return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow, **options)
 
         return publish_locked(self, args or (), kwargs or {}, task_id, options.get("headers"),

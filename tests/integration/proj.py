@@ -160,3 +160,59 @@ def error_run(self, key):
 @app.task(base=LockedTask, bind=True, lock_key=("key",), on_lock_error="raise")
 def error_raise(self, key):
     return _body(self, key, 0)
+
+
+# -- enqueue-time scopes -------------------------------------------------------------------------
+def _tracked(task, key, duration: float) -> dict:
+    """A body that also keeps the set of running copies, for the beat pile-up test."""
+    events().sadd("running", task.request.id)
+    try:
+        return _body(task, key, duration)
+    finally:
+        events().srem("running", task.request.id)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running")
+def qor_job(self, key, duration=0.5):
+    return _tracked(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", on_locked="raise")
+def qor_raise(self, key, duration=0.5):
+    return _tracked(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued")
+def queued_job(self, key, duration=0.5):
+    return _tracked(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", on_locked="wait",
+          lock_wait_timeout=30)
+def queued_wait(self, key, duration=0.5):
+    return _tracked(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", max_retries=2)
+def qor_self_retry(self, key):
+    events().rpush("started", json.dumps(dict(task=self.name, id=self.request.id, key=key,
+                                              retries=self.request.retries, fence=self.lock.fencing_token)))
+    if self.request.retries == 0:
+        raise self.retry(countdown=1.5)
+    return self.request.retries
+
+
+@app.task(base=LockedTask, bind=True, lock_scope="queued_or_running", lock_key=("key",))
+def beat_qor(self, key="beat"):
+    return _tracked(self, key, 3.5)
+
+
+@app.task(base=LockedTask, bind=True, lock_scope="queued", lock_key=("key",))
+def beat_queued(self, key="beat"):
+    return _tracked(self, key, 3.5)
+
+
+if os.environ.get("CSL_BEAT_TASK"):
+    app.conf.beat_schedule = {
+        "every-second": {"task": f"tests.integration.proj.{os.environ['CSL_BEAT_TASK']}", "schedule": 1.0},
+    }

@@ -10,13 +10,15 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "Beat"]
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Worker:
     """One worker process (with its pool children); always stopped by the fixture that made it."""
+
+    ready_marker = " ready."
 
     def __init__(self, app: str, env: Dict[str, str], name: str, pool: str = "prefork", concurrency: int = 2,
                  extra_args: Sequence[str] = ()) -> None:
@@ -27,19 +29,22 @@ class Worker:
         self.concurrency = concurrency
         self.extra_args = list(extra_args)
         self.process: Optional[subprocess.Popen] = None
-        self.log_path = tempfile.mktemp(prefix=f"csl-worker-{name}-", suffix=".log")
+        self.log_path = tempfile.mktemp(prefix=f"csl-{type(self).__name__.lower()}-{name}-", suffix=".log")
+
+    def command(self) -> List[str]:
+        return [sys.executable, "-m", "celery", "-A", self.app, "worker", "-P", self.pool,
+                "-c", str(self.concurrency), "-n", f"{self.name}@%h", "--without-mingle", "--without-gossip",
+                "--without-heartbeat", "-l", "info", *self.extra_args]
 
     def start(self, timeout: float = 60.0) -> "Worker":
-        cmd = [sys.executable, "-m", "celery", "-A", self.app, "worker", "-P", self.pool,
-               "-c", str(self.concurrency), "-n", f"{self.name}@%h", "--without-mingle", "--without-gossip",
-               "--without-heartbeat", "-l", "info", *self.extra_args]
+        cmd = self.command()
         env = dict(os.environ, **self.env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, env.get("PYTHONPATH")]))
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=_ROOT,
                                         start_new_session=True)
         deadline = time.monotonic() + timeout
-        while " ready." not in self.log():
+        while self.ready_marker not in self.log():
             if self.process.poll() is not None:
                 raise RuntimeError(f"worker {self.name} exited with {self.process.returncode}:\n{self.log()}")
             if time.monotonic() > deadline:
@@ -95,3 +100,14 @@ class Worker:
         except subprocess.TimeoutExpired:  # pragma: no cover
             pass
         self._log.close()
+
+
+class Beat(Worker):
+    """A real ``celery beat`` process with its schedule file in a temporary directory."""
+
+    ready_marker = "beat: Starting..."
+
+    def command(self) -> List[str]:
+        schedule = tempfile.mktemp(prefix="csl-beat-schedule-")
+        return [sys.executable, "-m", "celery", "-A", self.app, "beat", "-s", schedule, "--max-interval", "1",
+                "-l", "info", *self.extra_args]

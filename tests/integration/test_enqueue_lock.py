@@ -1,0 +1,177 @@
+"""Enqueue-time locks (``queued`` and ``queued_or_running``) with a real broker, workers and beat.
+
+Given a real Redis broker, when tasks are published, then what the broker holds
+(queue lengths), what ran (intervals recorded by the bodies) and what Redis
+locks show the contract.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+from tests.integration.helpers import lock_keys, overlaps, records, wait_started, wait_unlocked
+from tests.support.waits import wait_for
+
+
+def queued_messages(broker_redis) -> int:
+    """Messages waiting in the broker's queues (kombu keeps each queue as a Redis list)."""
+    return sum(broker_redis.llen(k) for k in broker_redis.scan_iter("celery*") if broker_redis.type(k) == "list")
+
+
+def copies_in_flight(broker_redis, events_redis) -> int:
+    """Waiting + delivered-but-unacked + running copies."""
+    return queued_messages(broker_redis) + broker_redis.hlen("unacked") + events_redis.scard("running")
+
+
+def test_five_calls_publish_one_message_until_it_has_run(proj, start_worker, broker_redis, events_redis):
+    results = [proj.qor_job.delay("k") for _ in range(5)]
+
+    assert queued_messages(broker_redis) == 1
+    assert len({r.id for r in results}) == 1
+
+    start_worker()
+    assert results[0].get(timeout=20)["key"] == "k"
+    again = proj.qor_job.delay("k")
+    assert again.id != results[0].id
+    assert again.get(timeout=20)["key"] == "k"
+    assert len(records(events_redis)) == 2
+
+
+def test_raise_at_enqueue_publishes_nothing(proj, broker_redis):
+    from celery_singleton_lock import LockedError
+
+    first = proj.qor_raise.delay("k")
+    with pytest.raises(LockedError) as info:
+        proj.qor_raise.delay("k")
+
+    assert info.value.holder == first.id
+    assert queued_messages(broker_redis) == 1
+
+
+def _run_beat(proj, start_worker, broker_redis, events_redis, task: str, seconds: float = 12.5):
+    start_worker(concurrency=2)
+    start_worker(concurrency=2)
+    beat = start_worker.beat(env={"CSL_BEAT_TASK": task})
+    samples = []
+    begin = time.monotonic()
+    while time.monotonic() - begin < seconds:
+        samples.append((queued_messages(broker_redis), broker_redis.hlen("unacked"), events_redis.scard("running")))
+        time.sleep(0.05)
+    elapsed = time.monotonic() - begin
+    beat.stop()
+    return samples, elapsed
+
+
+def _executions_within(events_redis, elapsed: float) -> list:
+    wait_for(lambda: events_redis.scard("running") == 0, 10, what="the last run to finish")
+    intervals = records(events_redis)
+    assert abs(len(intervals) - elapsed / 3.5) <= 1, (len(intervals), elapsed)
+    assert overlaps(intervals) == []
+    return intervals
+
+
+def test_beat_job_never_piles_up_with_queued_or_running(proj, start_worker, broker_redis, events_redis):
+    samples, elapsed = _run_beat(proj, start_worker, broker_redis, events_redis, "beat_qor")
+
+    assert max(sum(s) for s in samples) <= 1  # never more than one copy queued or running
+    assert max(s[2] for s in samples) == 1
+    _executions_within(events_redis, elapsed)
+
+
+def test_beat_job_never_runs_twice_at_once_with_queued(proj, start_worker, broker_redis, events_redis):
+    samples, elapsed = _run_beat(proj, start_worker, broker_redis, events_redis, "beat_queued")
+
+    assert max(s[2] for s in samples) == 1  # never two running
+    assert max(s[0] + s[1] for s in samples) <= 1  # never two waiting
+    _executions_within(events_redis, elapsed)
+
+
+def test_revoking_a_waiting_message_frees_its_lock(proj, start_worker, events_redis, lock_redis, broker_redis):
+    worker = start_worker(concurrency=1)
+    proj.qor_job.delay("busy", duration=4)
+    wait_started(events_redis, 1)
+    waiting = proj.qor_job.delay("x")
+    wait_for(lambda: broker_redis.hlen("unacked") >= 1 or queued_messages(broker_redis) == 0, 5,
+             what="the worker to reserve the message")
+    key = next(k for k in lock_keys(lock_redis) if lock_redis.hget(k, "task_id") == waiting.id)
+
+    revoked_at = time.monotonic()
+    waiting.revoke()
+    wait_for(lambda: not lock_redis.exists(key), 1.5, interval=0.01, what="the revoked message's lock to go")
+    assert time.monotonic() - revoked_at <= 1.0
+
+    wait_for(lambda: "Discarding revoked task" in worker.log(), 10, what="the worker to discard it")
+    assert waiting.id not in {e["id"] for e in records(events_redis, "started")}
+
+
+def test_send_task_by_name_is_still_guarded_at_run_time(proj, start_worker, events_redis):
+    start_worker(concurrency=2)
+    holder = proj.qor_job.delay("k", duration=2)
+    wait_started(events_redis, 1)
+    by_name = proj.app.send_task("tests.integration.proj.qor_job", ("k",), {"duration": 0.1})
+
+    assert by_name.get(timeout=20) is None  # skipped at run time: no enqueue lock, still no overlap
+    holder.get(timeout=20)
+    assert len(records(events_redis)) == 1
+
+
+def test_self_retry_keeps_the_lock_for_the_logical_task(proj, start_worker, events_redis, lock_redis):
+    start_worker(concurrency=2)
+    first = proj.qor_self_retry.delay("k")  # retries once with countdown=1.5
+    wait_for(lambda: first.state == "RETRY", 10, what="RETRY")
+
+    assert lock_keys(lock_redis), "the lock must be kept during the retry countdown"
+    during = proj.qor_self_retry.delay("k")
+    assert during.id == first.id  # a new call joins the logical task instead of queuing
+    assert first.get(timeout=20) == 1
+    fences = [e["fence"] for e in records(events_redis, "started")]
+    assert len(fences) == 2 and fences[1] > fences[0]
+    wait_unlocked(lock_redis, 1)
+
+
+def test_queued_scope_keeps_one_running_and_one_waiting(proj, start_worker, events_redis, broker_redis):
+    start_worker(concurrency=2)
+    running = proj.queued_wait.delay("k", duration=2)
+    wait_started(events_redis, 1)
+    waiting = proj.queued_wait.delay("k", duration=0.2)  # queued behind the running one
+    third = proj.queued_wait.delay("k", duration=0.2)  # a queued copy exists already
+
+    assert third.id == waiting.id
+    assert running.get(timeout=20) and waiting.get(timeout=30)
+    intervals = records(events_redis)
+    assert len(intervals) == 2 and overlaps(intervals) == []
+
+
+def test_a_failed_publish_leaves_no_lock(proj, lock_redis, broker_redis):
+    from kombu.exceptions import EncodeError
+
+    with pytest.raises(EncodeError):  # msgpack cannot carry a datetime
+        proj.qor_job.apply_async(("k",), {"duration": dt.datetime(2026, 1, 1)}, serializer="msgpack")
+
+    assert lock_keys(lock_redis) == []
+    assert queued_messages(broker_redis) == 0
+
+
+def test_unencodable_arguments_are_refused_before_publishing(proj, lock_redis, broker_redis):
+    from celery_singleton_lock import UnencodableArgumentError
+
+    with pytest.raises(UnencodableArgumentError) as info:
+        proj.qor_job.delay(object())
+    assert info.value.parameter == "key" and "qor_job" in str(info.value)
+    with pytest.raises(TypeError):
+        proj.storm.delay({1, 2})  # running scope: refused at publish too
+    assert lock_keys(lock_redis) == [] and queued_messages(broker_redis) == 0
+
+
+def test_eager_mode_runs_under_the_run_lock(proj, lock_redis, events_redis):
+    proj.app.conf.task_always_eager = True
+    try:
+        result = proj.qor_job.delay("k", duration=0)
+    finally:
+        proj.app.conf.task_always_eager = False
+
+    assert result.get()["fence"] is not None  # ran in-process, holding the lock
+    assert lock_keys(lock_redis) == []
