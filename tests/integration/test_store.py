@@ -1,0 +1,141 @@
+"""The lock protocol and the heartbeat against a real redis-server (no Celery involved)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout, Lease, LockStore, Renewer
+from celery_singleton_lock.store.client import new_token
+from tests.support.waits import wait_for
+
+LAYOUT = KeyLayout("t")
+FENCE = LAYOUT.fence("job")
+
+
+def holder(task_id="id-1"):
+    return Holder(task_id=task_id, host="h", pid=1, since_ms=int(time.time() * 1000), heartbeat_ms=100)
+
+
+@pytest.fixture
+def store(redis_server):
+    client = redis.Redis.from_url(redis_server.url)
+    yield LockStore(client)
+    client.close()
+
+
+def evalsha_calls(server_url: str) -> int:
+    client = redis.Redis.from_url(server_url)
+    try:
+        return client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    finally:
+        client.close()
+
+
+def test_acquire_conflict_reports_the_holder(store):
+    key = LAYOUT.lock("job", "d1")
+    assert isinstance(store.acquire(key, FENCE, "a", 5000, holder("first")), Grant)
+
+    conflict = store.acquire(key, FENCE, "b", 5000, holder("second"))
+
+    assert isinstance(conflict, Conflict)
+    assert (conflict.task_id, conflict.host, conflict.pid) == ("first", "h", 1)
+    assert 0 < conflict.pttl_ms <= 5000
+    info = store.holder(key)
+    assert info["task_id"] == "first" and info["state"] == "running"
+
+
+def test_release_needs_the_token_even_after_expiry_and_retake(store):
+    key = LAYOUT.lock("job", "d2")
+    store.acquire(key, FENCE, "old", 50, holder("old"))
+    assert not store.release(key, "someone-else")
+    wait_for(lambda: store.holder(key) is None, 2, what="expiry")
+    assert isinstance(store.acquire(key, FENCE, "new", 5000, holder("new")), Grant)
+
+    assert store.release(key, "old") is False  # the expired holder cannot delete the new lock
+    assert store.holder(key)["task_id"] == "new"
+    assert store.release(key, "new") and store.release(key, "new") is False  # twice is harmless
+
+
+def test_scripts_survive_script_flush_and_a_restart(store, redis_server):
+    key = LAYOUT.lock("job", "d3")
+    store.client.script_flush()
+    assert isinstance(store.acquire(key, FENCE, "a", 5000, holder()), Grant)
+    redis_server.stop()
+    redis_server.start()
+    store.client.connection_pool.disconnect()
+    assert isinstance(store.acquire(key, FENCE, "a", 5000, holder()), Grant)  # empty server, scripts reloaded
+    assert store.renew([(key, "a", 5000)]) == [True]
+
+
+def test_fencing_tokens_strictly_increase_across_holders(store):
+    key = LAYOUT.lock("job", "d4")
+    fences = []
+    for i in range(1000):
+        token = new_token()
+        grant = store.acquire(key, FENCE, token, 5000, holder(f"id-{i}"))
+        fences.append(grant.fence)
+        store.release(key, token)
+    assert all(b > a for a, b in zip(fences, fences[1:]))
+
+
+@pytest.mark.parametrize("count", [1, 1000])
+def test_one_round_trip_renews_every_held_lock(store, redis_server, count):
+    renewer = Renewer(store)
+    leases = []
+    now = time.monotonic()
+    for i in range(count):
+        key = LAYOUT.lock("job", f"many-{i}")
+        store.acquire(key, FENCE, f"tok-{i}", 600, holder())
+        leases.append(Lease(key, f"tok-{i}", ttl=0.6, heartbeat=0.2, confirmed_at=now))
+    before = evalsha_calls(redis_server.url)
+    try:
+        for lease in leases:
+            renewer.hold(lease)
+        wait_for(lambda: renewer.round_trips >= 5, 5, what="five renewal periods")
+        periods = renewer.round_trips
+        calls = evalsha_calls(redis_server.url) - before
+        assert calls <= periods + 1  # one script call per period, whatever the count
+        assert all(store.holder(lease.key) for lease in leases)  # 600 ms TTL kept alive for > 1 s
+        assert not any(lease.lost.is_set() for lease in leases)
+    finally:
+        renewer.close()
+
+
+def test_a_vanished_lock_is_marked_lost_and_the_thread_stops_when_idle(store):
+    lost = []
+    renewer = Renewer(store, on_lost=lambda lease, reason: lost.append((lease.key, reason)))
+    renewer.idle_linger = 0.1
+    key = LAYOUT.lock("job", "gone")
+    store.acquire(key, FENCE, "tok", 3000, holder())
+    lease = Lease(key, "tok", ttl=3.0, heartbeat=0.1, confirmed_at=time.monotonic())
+    renewer.hold(lease)
+    assert renewer.running
+    store.client.delete(key)  # taken away behind the holder's back
+
+    wait_for(lease.lost.is_set, 2, what="the loss to be noticed")
+    assert lost and lost[0][0] == key and "token" in lost[0][1]
+    wait_for(lambda: not renewer.running, 2, what="the idle heartbeat thread to exit")
+
+
+def test_redis_down_is_retried_and_lost_only_after_the_ttl(redis_server):
+    client = redis.Redis.from_url(redis_server.url, socket_timeout=0.2, socket_connect_timeout=0.2)
+    store = LockStore(client)
+    key = LAYOUT.lock("job", "outage")
+    store.acquire(key, FENCE, "tok", 1500, holder())
+    renewer = Renewer(store)
+    started = time.monotonic()
+    lease = Lease(key, "tok", ttl=1.5, heartbeat=0.2, confirmed_at=started)
+    renewer.hold(lease)
+    try:
+        redis_server.pause()
+        time.sleep(0.7)  # the scenario: a short outage, well inside the TTL
+        assert not lease.lost.is_set()
+        wait_for(lease.lost.is_set, 3, what="the lock to be declared lost after its TTL")
+        assert time.monotonic() - started >= 1.5
+    finally:
+        redis_server.resume()
+        renewer.close()
+        client.close()

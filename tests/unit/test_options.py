@@ -1,0 +1,88 @@
+"""Option resolution and validation, at definition time (no Redis, no worker)."""
+
+from __future__ import annotations
+
+import pytest
+from celery import Celery
+
+from celery_singleton_lock import ConfigurationError, LockedTask
+from celery_singleton_lock.options import resolve_options, resolve_settings
+
+
+def resolve(conf=None, **attrs):
+    return resolve_options("t", attrs.get, conf or {})
+
+
+def test_defaults():
+    options = resolve()
+    assert (options.scope, options.on_locked, options.ttl, options.heartbeat) == ("running", "skip", 30.0, 10.0)
+    assert (options.queue_ttl, options.retry_delay, options.retry_max, options.wait_timeout) == (3600.0, 5.0, None, 30.0)
+    assert options.on_lock_error == "retry"
+
+
+def test_task_attributes_win_over_app_settings():
+    options = resolve({"singleton_lock_ttl": 60, "singleton_lock_on_locked": "raise"}, lock_ttl=9)
+    assert options.ttl == 9 and options.heartbeat == 3 and options.on_locked == "raise"
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"lock_scope": "forever"}, "lock_scope='forever' is not one of"),
+    ({"on_locked": "ignore"}, "on_locked='ignore' is not one of"),
+    ({"on_lock_error": "skip"}, "on_lock_error='skip' is not one of"),
+    ({"lock_ttl": 0}, "lock_ttl=0 must be > 0"),
+    ({"lock_ttl": "30"}, "lock_ttl must be a number of seconds"),
+    ({"lock_ttl": 10, "lock_heartbeat": 10}, "lock_heartbeat=10.0 must be shorter than lock_ttl=10.0"),
+    ({"lock_retry_max": -1}, "lock_retry_max must be None or an int >= 0"),
+    ({"lock_scope": "queued_or_running", "on_locked": "wait"}, 'on_locked="wait" makes no sense'),
+])
+def test_wrong_values_are_refused_with_what_is_allowed(attrs, message):
+    with pytest.raises(ConfigurationError, match=message.replace("(", r"\(").replace("=", "=")):
+        resolve(**attrs)
+
+
+def test_settings_fall_back_to_a_redis_broker():
+    assert resolve_settings({"broker_url": "redis://h:1/3"}).url == "redis://h:1/3"
+    assert resolve_settings({"broker_url": "amqp://guest@h//"}).url == "redis://127.0.0.1:6379/0"
+    assert resolve_settings({"singleton_lock_url": "rediss://u:p@h:1/0"}).url == "rediss://u:p@h:1/0"
+    with pytest.raises(ConfigurationError, match="scheme must be"):
+        resolve_settings({"singleton_lock_url": "http://h"})
+
+
+def _finalized_app():
+    app = Celery("defs", broker="memory://", set_as_current=False)
+    app.finalize()
+    return app
+
+
+@pytest.mark.parametrize("options", [
+    {"lock_scope": "sometimes"},
+    {"lock_ttl": 5, "lock_heartbeat": 6},
+    {"lock_key": ("missing",)},
+])
+def test_a_wrong_task_definition_fails_when_the_task_is_defined(options):
+    app = _finalized_app()
+    with pytest.raises(ConfigurationError):
+        @app.task(base=LockedTask, shared=False, **options)
+        def job(account_id):
+            pass
+
+
+def test_a_lazy_app_refuses_at_first_use_before_publishing():
+    app = Celery("lazy", broker="memory://", set_as_current=False)
+
+    @app.task(base=LockedTask, shared=False, lock_scope="sometimes")
+    def job(account_id):
+        pass
+
+    with pytest.raises(ConfigurationError, match="lock_scope='sometimes'"):
+        job.delay(1)
+
+
+def test_bound_task_self_is_not_part_of_the_key():
+    app = _finalized_app()
+
+    @app.task(base=LockedTask, shared=False, bind=True, lock_key=("account_id",))
+    def job(self, account_id, payload=None):
+        pass
+
+    assert job.lock_digest((1, "a"), {}) == job.lock_digest((1,), {"payload": "b"})
