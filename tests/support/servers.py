@@ -58,13 +58,21 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 10.0) -> "RedisServer":
+    def start(self, timeout: float = 10.0, probe_url: Optional[str] = None) -> "RedisServer":
+        """Start and wait until it answers (at ``probe_url`` when it needs credentials)."""
+        return self._start(probe_url or self.url, timeout)
+
+    def start_tls(self, ca_cert: str, timeout: float = 10.0) -> "RedisServer":
+        """Start with the TLS options in ``extra_args``; probe over TLS trusting ``ca_cert``."""
+        return self._start(f"rediss://127.0.0.1:{self.port}?ssl_ca_certs={ca_cert}", timeout)
+
+    def _start(self, probe_url: str, timeout: float) -> "RedisServer":
         args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", self._dir, "--daemonize", "no", *self.extra_args]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
         deadline = time.monotonic() + timeout
-        while not reachable(self.url, 0.2):
+        while not reachable(probe_url, 0.2):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server on port {self.port} did not start")
             time.sleep(0.05)
