@@ -11,6 +11,7 @@ and a release can never touch another delivery's lock.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from billiard.exceptions import Terminated, TimeLimitExceeded, WorkerLostError
@@ -54,12 +55,28 @@ class LockedRequest(Request):
         super().__init__(*args, **kwargs)
         self.request_dict[TOKEN_HEADER] = new_token()
 
+    def on_accepted(self, pid: int, time_accepted: float) -> None:
+        super().on_accepted(pid, time_accepted)
+        if pid and pid != os.getpid():  # a pool child runs it: watch for its death
+            runtime_for(self.task.app).child_watch.watch(pid, self)
+
+    def _unwatch(self) -> None:
+        pid = getattr(self, "worker_pid", None)
+        if pid and pid != os.getpid():
+            runtime_for(self.task.app).child_watch.forget(pid, self)
+
+    def on_success(self, failed__retval__runtime: Any, **kwargs: Any) -> Any:
+        self._unwatch()
+        return super().on_success(failed__retval__runtime, **kwargs)
+
     def on_timeout(self, soft: bool, timeout: float) -> None:
         super().on_timeout(soft, timeout)
         if not soft:
+            self._unwatch()
             self.release_for_child("hard time limit")
 
     def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False) -> Any:
+        self._unwatch()
         try:
             return super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
         finally:

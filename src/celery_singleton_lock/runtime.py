@@ -15,6 +15,7 @@ import threading
 from typing import Any, Optional
 
 from . import signals
+from .childwatch import ChildWatch
 from .options import AppSettings, resolve_settings
 from .store import KeyLayout, Lease, LockStore, Renewer, connect
 
@@ -41,6 +42,14 @@ class LockRuntime:
             self.store = LockStore(connect(settings.url, settings.transport_options))
         self.renewer = Renewer(self.store, on_lost=self.report_lost)
         self.hostname = socket.gethostname()
+        self._child_watch: Optional[ChildWatch] = None
+
+    @property
+    def child_watch(self) -> ChildWatch:
+        """The worker main process's watch over pool children (created on first use)."""
+        if self._child_watch is None:
+            self._child_watch = ChildWatch()
+        return self._child_watch
 
     @property
     def pid(self) -> int:

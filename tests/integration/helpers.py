@@ -41,3 +41,15 @@ def wait_started(events: redis.Redis, count: int = 1, timeout: float = 20.0) -> 
 
 def wait_unlocked(lock_redis: redis.Redis, timeout: float) -> None:
     wait_for(lambda: not lock_keys(lock_redis), timeout, interval=0.01, what="every lock key to be gone")
+
+
+def wait_accepted(app, task_id: str, timeout: float = 10.0) -> int:
+    """Wait until a worker's main process knows which pool process runs ``task_id``; its pid."""
+    def accepted():
+        for tasks in (app.control.inspect(timeout=0.5).active() or {}).values():
+            for task in tasks:
+                if task["id"] == task_id and task.get("worker_pid"):
+                    return task["worker_pid"]
+        return None
+
+    return wait_for(accepted, timeout, interval=0.1, what=f"task {task_id} to be accepted by the pool")

@@ -1,0 +1,93 @@
+"""Notice at once when a prefork child dies holding a lock.
+
+The worker's main process learns that a pool process died from billiard, which
+usually reacts in milliseconds but, when the exit races its bookkeeping, only at
+the next pool maintenance (every 5 s). A lock held by the dead child would wait
+that long. This watch opens a pidfd for each child running a locked task and
+releases the task's lock as soon as the kernel reports the process gone.
+
+Releasing is by the request's token, so a child that finished (and released)
+before it exited makes the release a harmless no-op. Linux only (``os.pidfd_open``);
+elsewhere billiard's own detection applies.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+from typing import Any, Dict, Set, Tuple
+
+__all__ = ["ChildWatch"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+
+class ChildWatch:
+    """One thread in the worker's main process, waiting on the pidfds of busy children."""
+
+    supported = hasattr(os, "pidfd_open")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watched: Dict[int, Tuple[int, Set[Any]]] = {}  # pid -> (pidfd, requests)
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = os.pipe()
+
+    def watch(self, pid: int, request: Any) -> None:
+        """Release ``request``'s lock if process ``pid`` exits before :meth:`forget`."""
+        if not self.supported or not pid:
+            return
+        with self._lock:
+            entry = self._watched.get(pid)
+            if entry is None:
+                try:
+                    entry = self._watched[pid] = (os.pidfd_open(pid), set())  # type: ignore[attr-defined]
+                except OSError:  # already gone, or not permitted: billiard will tell
+                    return
+            entry[1].add(request)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="singleton-lock-childwatch", daemon=True)
+                self._thread.start()
+        os.write(self._wake_w, b"w")
+
+    def forget(self, pid: int, request: Any) -> None:
+        """The request ended through the normal callbacks: nothing to do for it any more."""
+        with self._lock:
+            entry = self._watched.get(pid)
+            if entry is not None:
+                entry[1].discard(request)
+                if not entry[1]:
+                    del self._watched[pid]
+                    os.close(entry[0])
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._watched:
+                    self._thread = None
+                    return
+                by_fd = {fd: pid for pid, (fd, _) in self._watched.items()}
+            try:
+                readable, _, _ = select.select([self._wake_r, *by_fd], [], [], 1.0)
+            except (OSError, ValueError):  # an fd closed by forget() meanwhile: look again
+                continue
+            if self._wake_r in readable:
+                os.read(self._wake_r, 4096)
+            for fd in readable:
+                if fd in by_fd:
+                    self._exited(by_fd[fd], fd)
+
+    def _exited(self, pid: int, fd: int) -> None:
+        with self._lock:
+            entry = self._watched.get(pid)
+            if entry is None or entry[0] != fd:
+                return
+            del self._watched[pid]
+            os.close(fd)
+        for request in entry[1]:
+            try:
+                request.release_for_child(f"pool process {pid} exited")
+            except Exception:
+                logger.exception("singleton lock: releasing for exited pool process %s failed", pid)
