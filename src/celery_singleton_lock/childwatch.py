@@ -24,6 +24,20 @@ __all__ = ["ChildWatch"]
 logger = logging.getLogger("celery_singleton_lock")
 
 
+def _is_our_child(pid: object) -> bool:
+    """Whether ``pid`` is a live child process of this one (read from /proc)."""
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    # The parent pid is the 2nd field after the parenthesised command name.
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return len(fields) > 1 and fields[1] == str(os.getpid()).encode()
+
+
 class ChildWatch:
     """One thread in the worker's main process, waiting on the pidfds of busy children."""
 
@@ -37,14 +51,14 @@ class ChildWatch:
 
     def watch(self, pid: int, request: Any) -> None:
         """Release ``request``'s lock if process ``pid`` exits before :meth:`forget`."""
-        if not self.supported or not pid:
-            return
+        if not self.supported or not _is_our_child(pid):
+            return  # green pools report a greenlet id, not a process: nothing to watch
         with self._lock:
             entry = self._watched.get(pid)
             if entry is None:
                 try:
                     entry = self._watched[pid] = (os.pidfd_open(pid), set())  # type: ignore[attr-defined]
-                except OSError:  # already gone, or not permitted: billiard will tell
+                except (OSError, OverflowError):  # already gone, or not permitted: billiard will tell
                     return
             entry[1].add(request)
             if self._thread is None:

@@ -17,6 +17,7 @@ from typing import Any
 from billiard.exceptions import Terminated, TimeLimitExceeded, WorkerLostError
 from celery.worker.request import Request
 
+from . import signals
 from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, TOKEN_HEADER
 from .runtime import runtime_for
 from .store.client import new_token
@@ -57,7 +58,7 @@ class LockedRequest(Request):
 
     def on_accepted(self, pid: int, time_accepted: float) -> None:
         super().on_accepted(pid, time_accepted)
-        if pid and pid != os.getpid():  # a pool child runs it: watch for its death
+        if pid and pid != os.getpid():  # maybe a pool child runs it: watch for its death
             runtime_for(self.task.app).child_watch.watch(pid, self)
 
     def _unwatch(self) -> None:
@@ -114,4 +115,5 @@ class LockedRequest(Request):
         if released:
             logger.info("singleton lock: %s[%s]: released %s from the worker's main process after %s",
                         task.name, self.id, key, why)
+            signals.lock_released.send(sender=task, key=key, task_id=self.id, released=True)
         return released

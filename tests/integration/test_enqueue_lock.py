@@ -175,3 +175,14 @@ def test_eager_mode_runs_under_the_run_lock(proj, lock_redis, events_redis):
 
     assert result.get()["fence"] is not None  # ran in-process, holding the lock
     assert lock_keys(lock_redis) == []
+
+
+def test_signatures_groups_and_chains_take_the_enqueue_lock(proj, broker_redis):
+    from celery import chain, group
+
+    first = proj.qor_job.s("k").apply_async()
+    in_group = group(proj.qor_job.s("k"), proj.qor_job.s("other")).apply_async()
+    chain(proj.qor_job.s("k"), proj.storm.si("x")).apply_async()  # its head is a duplicate: skipped
+
+    assert in_group.results[0].id == first.id  # the duplicate in the group joined the queued copy
+    assert queued_messages(broker_redis) == 2  # "k" once, "other" once; the chain published nothing
