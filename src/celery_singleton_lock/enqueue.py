@@ -8,7 +8,10 @@ header; the worker adopts the lock by that token when it starts the task.
 What a duplicate does at enqueue time:
 
 ``skip``  nothing is published; the caller gets the ``AsyncResult`` of the copy
-          that holds the lock, so ``.get()`` waits for the run that will happen.
+          that holds the lock, so ``.get()`` waits for the run that will happen. A
+          caller that chose the id itself (groups, chains, ``task_id=``) finds that
+          id SUCCESS with result ``None``, as for a duplicate skipped at run time;
+          the rest of a chain whose head was skipped is not published either.
 ``raise`` :class:`~.exceptions.LockedError` to the caller; nothing is published.
 ``retry`` the message is published *without* an enqueue lock; the worker then
           re-queues it until the lock is free, so the call runs after the holder.
@@ -27,6 +30,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence
 
+from celery import states
 from celery.utils import uuid
 
 from . import signals
@@ -64,7 +68,7 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
 
     runtime = runtime_for(task.app)
     key = (runtime.layout.queued if options.scope == "queued" else runtime.layout.lock)(task.name, digest)
-    task_id = task_id or uuid()
+    requested_id, task_id = task_id, task_id or uuid()
     token = new_token()
     holder = Holder(task_id=task_id, host=runtime.hostname, pid=os.getpid(), since_ms=int(time.time() * 1000),
                     heartbeat_ms=int(options.heartbeat * 1000))
@@ -79,7 +83,7 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
                        "lock, the worker guards the run", task.name, exc)
         return publish(task_id, None)
     if isinstance(outcome, Conflict):
-        return _duplicate_at_enqueue(task, key, task_id, outcome, options.on_locked, publish)
+        return _duplicate_at_enqueue(task, key, task_id, outcome, options.on_locked, publish, requested_id)
     try:
         return publish(task_id, {ENQUEUE_TOKEN_HEADER: token})
     except BaseException:
@@ -91,7 +95,7 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
 
 
 def _duplicate_at_enqueue(task: "LockedTask", key: str, task_id: str, conflict: Conflict, policy: str,
-                          publish: Publish) -> Any:
+                          publish: Publish, requested_id: Optional[str]) -> Any:
     logger.info("singleton lock: %s: call at enqueue is a duplicate (%s): key %s held by %s (%s)",
                 task.name, policy, key, conflict.task_id or "?", conflict.state or "?")
     signals.lock_conflict.send(sender=task, key=key, task_id=task_id, holder=conflict.task_id, action=policy,
@@ -102,7 +106,18 @@ def _duplicate_at_enqueue(task: "LockedTask", key: str, task_id: str, conflict: 
                           task=task.name, key=key, holder=conflict.task_id)
     if policy == "retry":
         return publish(task_id, None)
+    if requested_id and requested_id != conflict.task_id:
+        # The caller (a group, a chain, an explicit task_id) already holds a result for this id:
+        # it ends as a skipped duplicate does at run time, instead of PENDING forever.
+        _store_skipped(task, requested_id)
     return task.AsyncResult(conflict.task_id)
+
+
+def _store_skipped(task: "LockedTask", task_id: str) -> None:
+    try:
+        task.backend.store_result(task_id, None, states.SUCCESS)
+    except NotImplementedError:  # no result backend configured: nobody waits on it
+        pass
 
 
 def _republish_own(task: "LockedTask", current: Any, options: Any, countdown: Optional[float],
