@@ -35,8 +35,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def _chart(path: str, title: str, labels: List[str], ratios: List[Summary], xlabel: str,
-           line: Optional[float] = 1.0, targets: Sequence[Tuple[float, str]] = ()) -> None:
-    import matplotlib
+           line: Optional[float] = 1.0, targets: Sequence[Tuple[float, str]] = ()) -> bool:
+    """Draw one horizontal bar chart of ratios; ``False`` (no file) when matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -59,6 +63,7 @@ def _chart(path: str, title: str, labels: List[str], ratios: List[Summary], xlab
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 class _Doc:
@@ -120,9 +125,9 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 _table(["variant", "cycles/s (median)", "min – max", "× raw floor", "ratio min – max",
                         "requests/cycle"], rows),
                 f"![micro]({img('bench-micro.png')})")
-        _chart(os.path.join(chart_dir, "bench-micro.png"), "Acquire+release throughput vs raw floor (higher is faster)",
-               labels, ratios, "cycles/s ÷ raw floor's cycles/s, same round", targets=[(0.95, "target 0.95")])
-        files.append("bench-micro.png")
+        if _chart(os.path.join(chart_dir, "bench-micro.png"), "Acquire+release throughput vs raw floor (higher is faster)",
+               labels, ratios, "cycles/s ÷ raw floor's cycles/s, same round", targets=[(0.95, "target 0.95")]):
+            files.append("bench-micro.png")
         ours = series.ratio("ours: LockStore acquire+release", floor)
         targets.append(("acquire+release ≥ 0.95× raw floor", f"{_fmt(ours.median, 3)}x", _verdict(ours.median >= 0.95)))
         trips = micro["sends"].get("ours: LockStore acquire+release")
@@ -153,9 +158,9 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 _table(["variant", "µs per apply_async", "min – max", "× plain", "ratio min – max",
                         "µs over plain"], rows),
                 f"![publish]({img('bench-publish.png')})")
-        _chart(os.path.join(chart_dir, "bench-publish.png"), "Publish cost vs plain apply_async (lower is cheaper)",
-               labels, ratios, "µs per apply_async ÷ plain's, same round", targets=[(1.15, "target 1.15")])
-        files.append("bench-publish.png")
+        if _chart(os.path.join(chart_dir, "bench-publish.png"), "Publish cost vs plain apply_async (lower is cheaper)",
+               labels, ratios, "µs per apply_async ÷ plain's, same round", targets=[(1.15, "target 1.15")]):
+            files.append("bench-publish.png")
         q = series.ratio("LockedTask queued_or_running", base)
         targets.append(("publish queued_or_running ≤ 1.15× plain", f"{_fmt(q.median, 3)}x",
                         _verdict(None if not qor_ok else q.median <= 1.15)))
@@ -197,10 +202,10 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
             targets.append((f"{pool}: queued_or_running ≤ 1.10× plain", f"{_fmt(q.median, 3)}x",
                             _verdict(None if not qor_ok else q.median <= 1.10)))
         doc.add(f"![end to end]({img('bench-e2e.png')})")
-        _chart(os.path.join(chart_dir, "bench-e2e.png"), "End-to-end wall time vs plain task (lower is faster)",
+        if _chart(os.path.join(chart_dir, "bench-e2e.png"), "End-to-end wall time vs plain task (lower is faster)",
                chart_labels, chart_ratios, "wall ÷ plain task's wall, same round",
-               targets=[(1.05, "1.05"), (1.10, "1.10")])
-        files.append("bench-e2e.png")
+               targets=[(1.05, "1.05"), (1.10, "1.10")]):
+            files.append("bench-e2e.png")
 
     # -- storm -------------------------------------------------------------------------------
     storm = results.get("storm")
@@ -224,9 +229,9 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 _table(["variant", "executions", "suppressed at publish", "suppressed at run", "overlaps",
                         "argument sets run", "wall s"], rows),
                 f"![storm]({img('bench-storm.png')})")
-        _chart(os.path.join(chart_dir, "bench-storm.png"), "Duplicate storm: overlapping executions (0 is correct)",
-               labels, ratios, "overlapping pairs per round", line=None)
-        files.append("bench-storm.png")
+        if _chart(os.path.join(chart_dir, "bench-storm.png"), "Duplicate storm: overlapping executions (0 is correct)",
+               labels, ratios, "overlapping pairs per round", line=None):
+            files.append("bench-storm.png")
         ours = [r["overlaps"] for v, runs in storm["rows"].items() if v.startswith("LockedTask") for r in runs]
         targets.append(("storm: 0 overlaps for LockedTask", f"max {max(ours) if ours else 'n/a'}",
                         _verdict(bool(ours) and max(ours) == 0)))
@@ -252,9 +257,9 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 _table(["locks held", "round trips per period", "renewal call ms", "min – max",
                         "× one lock", "ratio min – max", "µs per lock"], rows),
                 f"![heartbeat]({img('bench-heartbeat.png')})")
-        _chart(os.path.join(chart_dir, "bench-heartbeat.png"), "Renewal call time vs renewing one lock",
-               labels, ratios, "time ÷ one lock's time, same round", line=None)
-        files.append("bench-heartbeat.png")
+        if _chart(os.path.join(chart_dir, "bench-heartbeat.png"), "Renewal call time vs renewing one lock",
+               labels, ratios, "time ÷ one lock's time, same round", line=None):
+            files.append("bench-heartbeat.png")
         trips = hb["trips_per_period"]
         targets.append(("renewal: 1 round trip per period, any number of locks",
                         ", ".join(f"{n}: {t:g}" for n, t in trips.items()),
