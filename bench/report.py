@@ -222,7 +222,8 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
             labels.append(variant)
             ratios.append(Summary.of([float(r["overlaps"]) for r in runs]))
         doc.add("## Duplicate storm",
-                f"{storm['messages']} messages over {storm['sets']} argument sets, 50 ms bodies, "
+                f"{storm['messages']} messages over {storm['sets']} argument sets, published in bursts (the "
+                f"copies of one set back to back), 50 ms bodies, "
                 f"{meta['storm_pool']}; {meta['rounds']['storm']} rounds (median, range in brackets when "
                 "rounds differ). Each body records its interval in Redis; *overlaps* counts pairs of "
                 "executions of one argument set whose intervals intersect." + qor_note,
