@@ -34,6 +34,7 @@ LockKeySpec = Union[None, Tuple[str, ...], Callable[..., str]]
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _SCALAR_TYPES = frozenset((str, int, float, bool, type(None)))
+_STR_TYPE = frozenset((str,))
 _DUMPS = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=True).encode
 
 
@@ -69,8 +70,14 @@ def _canonical(value: Any, where: str) -> Any:  # noqa: C901 - one flat dispatch
     if kind in _SCALAR_TYPES:
         return value
     if kind is list or kind is tuple:
+        # All-scalar containers (the common big argument) are already canonical: the type
+        # check runs in C, and the JSON encoder writes a tuple as the same array as a list.
+        if _SCALAR_TYPES.issuperset(map(type, value)):
+            return value
         return [_canonical(item, where) for item in value]
     if kind is dict:
+        if _STR_TYPE.issuperset(map(type, value)) and _SCALAR_TYPES.issuperset(map(type, value.values())):
+            return value
         return {_dict_key(k, where): _canonical(v, where) for k, v in value.items()}
     # Subclasses and tagged types, slower path.
     if isinstance(value, enum.Enum) and isinstance(value.value, (str, int, float)):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
+from redis.exceptions import NoScriptError
 
 from . import scripts
 
@@ -101,13 +102,18 @@ class LockStore:
         self._adopt = client.register_script(scripts.ADOPT)
         self._requeue = client.register_script(scripts.REQUEUE)
 
+    def _evalsha(self, script: Any, *keys_and_args: Any, numkeys: int) -> Any:
+        """EVALSHA straight on the client (the hot path skips ``Script.__call__``'s layers);
+        on NOSCRIPT (a flush or a restarted server) the script object reloads it and retries."""
+        try:
+            return self.client.execute_command("EVALSHA", script.sha, numkeys, *keys_and_args)
+        except NoScriptError:
+            return script(keys=keys_and_args[:numkeys], args=keys_and_args[numkeys:])
+
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running") -> Outcome:
-        reply = self._acquire(
-            keys=(key, fence_key),
-            args=(token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms,
-                  holder.heartbeat_ms, state),
-        )
+        reply = self._evalsha(self._acquire, key, fence_key, token, ttl_ms, holder.task_id, holder.host,
+                              holder.pid, holder.since_ms, holder.heartbeat_ms, state, numkeys=2)
         outcome = _outcome(reply)
         assert outcome is not None
         return outcome
@@ -128,7 +134,7 @@ class LockStore:
 
     def release(self, key: str, token: str) -> bool:
         """Compare-and-delete: never removes a lock held under another token."""
-        return bool(self._release(keys=(key,), args=(token,)))
+        return bool(self._evalsha(self._release, key, token, numkeys=1))
 
     def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
         """Release several (key, token) pairs in one pipelined round trip."""
@@ -145,7 +151,7 @@ class LockStore:
             return []
         keys = [key for key, _, _ in items]
         args = [token for _, token, _ in items] + [ttl for _, _, ttl in items]
-        return [bool(r) for r in self._renew(keys=keys, args=args)]
+        return [bool(r) for r in self._evalsha(self._renew, *keys, *args, numkeys=len(keys))]
 
     def close(self) -> None:
         self.client.connection_pool.disconnect()

