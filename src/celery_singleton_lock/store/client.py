@@ -72,6 +72,10 @@ def _int_or_none(value: Any) -> Optional[int]:
         return None
 
 
+def _floor(fence_floor: int) -> Tuple[int, ...]:
+    return (int(fence_floor),) if fence_floor > 0 else ()
+
+
 def _outcome(reply: Sequence[Any]) -> Optional[Outcome]:
     status = int(reply[0])
     if status == 1:
@@ -99,27 +103,33 @@ class LockStore:
         self._release = client.register_script(scripts.RELEASE)
         self._renew = client.register_script(scripts.RENEW)
         self._adopt = client.register_script(scripts.ADOPT)
+        self._raise_fence = client.register_script(scripts.RAISE_FENCE)
 
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
-                state: str = "running") -> Outcome:
+                state: str = "running", *, fence_floor: int = 0) -> Outcome:
+        """Take ``key`` if free; ``fence_floor`` (a quorum's proposal) lifts the fencing counter."""
         reply = self._acquire(
             keys=(key, fence_key),
             args=(token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms,
-                  holder.heartbeat_ms, state),
+                  holder.heartbeat_ms, state) + _floor(fence_floor),
         )
         outcome = _outcome(reply)
         assert outcome is not None
         return outcome
 
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
-              ttl_ms: int, holder: Holder) -> Optional[Outcome]:
+              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Optional[Outcome]:
         """Turn an enqueue lock handed over by token into a running lock; ``None`` if it is not ours."""
         reply = self._adopt(
             keys=(queued_key, key, fence_key),
             args=(queued_token, token, ttl_ms, holder.task_id, holder.host, holder.pid,
-                  holder.since_ms, holder.heartbeat_ms),
+                  holder.since_ms, holder.heartbeat_ms) + _floor(fence_floor),
         )
         return _outcome(reply)
+
+    def raise_fence(self, fence_key: str, floor: int) -> int:
+        """Move the fencing counter up to at least ``floor``; returns its value afterwards."""
+        return int(self._raise_fence(keys=(fence_key,), args=(floor,)))
 
     def release(self, key: str, token: str) -> bool:
         """Compare-and-delete: never removes a lock held under another token."""
