@@ -79,6 +79,9 @@ Results = Dict[int, Any]  # master index -> its answer, or _Failed; a master mis
 class QuorumStore:
     """The lock protocol on N independent Redis masters, decided by majority."""
 
+    #: Calls one master may have outstanding before it is treated as unreachable.
+    max_in_flight = 16
+
     def __init__(self, clients: Sequence[Any], *, node_timeout: float = 0.25, clock_drift: float = 0.01,
                  split_retries: int = 2, split_retry_delay: float = 0.05,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -96,6 +99,7 @@ class QuorumStore:
         self._guard = threading.Lock()
         self._executor: Optional[ThreadPoolExecutor] = None
         self._executor_pid = 0
+        self._in_flight = [0] * len(self.nodes)
 
     @property
     def client(self) -> Any:
@@ -107,18 +111,39 @@ class QuorumStore:
         with self._guard:
             if self._executor is None or self._executor_pid != os.getpid():
                 # A forked child cannot use its parent's threads: start its own.
-                self._executor = ThreadPoolExecutor(max_workers=max(8, 6 * len(self.nodes)),
+                self._executor = ThreadPoolExecutor(max_workers=self.max_in_flight * len(self.nodes),
                                                     thread_name_prefix="singleton-lock-quorum")
                 self._executor_pid = os.getpid()
+                self._in_flight = [0] * len(self.nodes)
             return self._executor
+
+    def _run(self, index: int, call: Callable[[LockStore], Any]) -> Any:
+        try:
+            return call(self.nodes[index])
+        finally:
+            with self._guard:
+                self._in_flight[index] -= 1
 
     def _broadcast(self, call: Callable[[LockStore], Any], indices: Optional[Iterable[int]] = None,
                    decided: Optional[Callable[[Results], bool]] = None) -> Results:
-        """Run ``call`` on each master in parallel; answers within ``node_timeout`` (or until decided)."""
+        """Run ``call`` on each master in parallel; answers within ``node_timeout`` (or until decided).
+
+        A master that still has ``max_in_flight`` calls hanging (paused, or its network
+        black-holed) is counted as failed at once instead of being queued behind them,
+        so one sick master cannot slow the others down or starve the threads.
+        """
         pool = self._pool()
-        futures: Dict[Future, int] = {
-            pool.submit(call, self.nodes[i]): i for i in (range(len(self.nodes)) if indices is None else indices)}
+        futures: Dict[Future, int] = {}
         results: Results = {}
+        for i in (range(len(self.nodes)) if indices is None else indices):
+            with self._guard:
+                busy = self._in_flight[i] >= self.max_in_flight
+                if not busy:
+                    self._in_flight[i] += 1
+            if busy:
+                results[i] = _Failed(redis.exceptions.TimeoutError(f"master {i}: earlier calls still unanswered"))
+            else:
+                futures[pool.submit(self._run, i, call)] = i
         pending = set(futures)
         deadline = time.monotonic() + self.node_timeout
         while pending:
