@@ -45,13 +45,14 @@ def _drop_runtime(app: Any) -> None:
 
 
 @contextmanager
-def workers(test_env: Mapping[str, str], env: Mapping[str, str], count: int = 2,
+def workers(test_env: Mapping[str, str], env: Mapping[str, str], queue: str, count: int = 2,
             concurrency: int = 2) -> Iterator[List[Worker]]:
+    """Workers consuming only ``queue``, so workers of two topologies never serve one storm."""
     started: List[Worker] = []
     try:
         for i in range(count):
             worker = Worker("tests.integration.proj_topo", dict(test_env, **env),
-                            name=f"topo{i}-{new_token()[:6]}", concurrency=concurrency)
+                            name=f"topo{i}-{new_token()[:6]}", concurrency=concurrency, extra_args=["-Q", queue])
             started.append(worker)
             worker.start()
         yield started
@@ -60,11 +61,12 @@ def workers(test_env: Mapping[str, str], env: Mapping[str, str], count: int = 2,
             worker.stop()
 
 
-def storm(proj: Any, events: redis.Redis, tasks: int = 40, keys: int = 5, duration: float = 0.25,
+def storm(proj: Any, events: redis.Redis, queue: str, tasks: int = 40, keys: int = 5, duration: float = 0.25,
           timeout: float = 60) -> List[dict]:
     """Publish a duplicate storm, wait for every result, and check that no two runs of one key overlapped."""
     events.delete("intervals", "started")
-    results = [proj.storm.delay(f"set-{i % keys}", seq=i, duration=duration) for i in range(tasks)]
+    results = [proj.storm.apply_async((f"set-{i % keys}",), {"seq": i, "duration": duration}, queue=queue)
+               for i in range(tasks)]
     outcomes = [r.get(timeout=timeout) for r in results]
     intervals = records(events)
     assert overlaps(intervals) == [], "two holders of one lock ran at once"

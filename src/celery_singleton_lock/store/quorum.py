@@ -79,8 +79,8 @@ Results = Dict[int, Any]  # master index -> its answer, or _Failed; a master mis
 class QuorumStore:
     """The lock protocol on N independent Redis masters, decided by majority."""
 
-    #: Calls one master may have outstanding before it is treated as unreachable.
-    max_in_flight = 16
+    #: Calls one master may have queued before it is treated as unreachable, whatever its speed.
+    max_in_flight = 256
 
     def __init__(self, clients: Sequence[Any], *, node_timeout: float = 0.25, clock_drift: float = 0.01,
                  split_retries: int = 2, split_retry_delay: float = 0.05,
@@ -97,9 +97,10 @@ class QuorumStore:
         self._clock = clock
         self._fence_hint: Dict[str, int] = {}  # fence key -> largest fence seen by this process
         self._guard = threading.Lock()
-        self._executor: Optional[ThreadPoolExecutor] = None
+        self._executors: Optional[List[ThreadPoolExecutor]] = None
         self._executor_pid = 0
         self._in_flight = [0] * len(self.nodes)
+        self._busy_since: List[Optional[float]] = [None] * len(self.nodes)
 
     @property
     def client(self) -> Any:
@@ -107,43 +108,63 @@ class QuorumStore:
         return self.nodes[0].client
 
     # -- fan-out ---------------------------------------------------------------------------------
-    def _pool(self) -> ThreadPoolExecutor:
+    def _queues(self) -> List[ThreadPoolExecutor]:
+        """One worker thread per master: calls to a master run in the order they were made.
+
+        Order matters: a release must never overtake the acquire it undoes (on
+        another connection it could, and the late acquire would leave the lock
+        behind on that master).
+        """
         with self._guard:
-            if self._executor is None or self._executor_pid != os.getpid():
+            if self._executors is None or self._executor_pid != os.getpid():
                 # A forked child cannot use its parent's threads: start its own.
-                self._executor = ThreadPoolExecutor(max_workers=self.max_in_flight * len(self.nodes),
-                                                    thread_name_prefix="singleton-lock-quorum")
+                self._executors = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"singleton-lock-quorum-{i}")
+                                   for i in range(len(self.nodes))]
                 self._executor_pid = os.getpid()
                 self._in_flight = [0] * len(self.nodes)
-            return self._executor
+                self._busy_since = [None] * len(self.nodes)
+            return self._executors
 
     def _run(self, index: int, call: Callable[[LockStore], Any]) -> Any:
+        self._busy_since[index] = time.monotonic()
         try:
             return call(self.nodes[index])
         finally:
             with self._guard:
                 self._in_flight[index] -= 1
+                self._busy_since[index] = None
+
+    def _stuck(self, index: int) -> bool:
+        """A call has run longer than ``node_timeout`` (paused master, black-holed network), or too many wait."""
+        since = self._busy_since[index]
+        return (since is not None and time.monotonic() - since > self.node_timeout) or \
+            self._in_flight[index] >= self.max_in_flight
 
     def _broadcast(self, call: Callable[[LockStore], Any], indices: Optional[Iterable[int]] = None,
                    decided: Optional[Callable[[Results], bool]] = None) -> Results:
-        """Run ``call`` on each master in parallel; answers within ``node_timeout`` (or until decided).
+        """Run ``call`` on each master in parallel; answers within ``node_timeout`` (or until decided)."""
+        return self._fan_out(call, indices, decided)[0]
 
-        A master that still has ``max_in_flight`` calls hanging (paused, or its network
-        black-holed) is counted as failed at once instead of being queued behind them,
-        so one sick master cannot slow the others down or starve the threads.
+    def _fan_out(self, call: Callable[[LockStore], Any], indices: Optional[Iterable[int]] = None,
+                 decided: Optional[Callable[[Results], bool]] = None) -> Tuple[Results, Dict[int, Future]]:
+        """:meth:`_broadcast`, also returning the calls still running, by master.
+
+        A master whose current call hangs past ``node_timeout`` (paused, or its
+        network black-holed) is counted as failed at once instead of queueing more
+        calls behind it, so one sick master cannot slow every acquire down.
         """
-        pool = self._pool()
+        queues = self._queues()
         futures: Dict[Future, int] = {}
         results: Results = {}
         for i in (range(len(self.nodes)) if indices is None else indices):
             with self._guard:
-                busy = self._in_flight[i] >= self.max_in_flight
+                busy = self._stuck(i)
                 if not busy:
                     self._in_flight[i] += 1
             if busy:
                 results[i] = _Failed(redis.exceptions.TimeoutError(f"master {i}: earlier calls still unanswered"))
             else:
-                futures[pool.submit(self._run, i, call)] = i
+                futures[queues[i].submit(self._run, i, call)] = i
         pending = set(futures)
         deadline = time.monotonic() + self.node_timeout
         while pending:
@@ -158,7 +179,7 @@ class QuorumStore:
                     results[futures[future]] = _Failed(exc)
             if decided is not None and decided(results):
                 break
-        return results
+        return results, {futures[f]: f for f in pending}
 
     def _unavailable(self, what: str, results: Results) -> QuorumUnavailable:
         errors = {i: r.error for i, r in results.items() if isinstance(r, _Failed)}
@@ -202,7 +223,7 @@ class QuorumStore:
             refusals = sum(isinstance(r, Conflict) or r is None for r in results.values())
             return grants >= q or refusals > n - q
 
-        results = self._broadcast(lambda node: call(node, floor), decided=decided)
+        results, running = self._fan_out(lambda node: call(node, floor), decided=decided)
         grants = {i: r.fence for i, r in results.items() if isinstance(r, Grant)}
         conflicts = [r for r in results.values() if isinstance(r, Conflict)]
         not_ours = sum(1 for r in results.values() if r is None)
@@ -213,11 +234,11 @@ class QuorumStore:
             validity = ttl_ms / 1000.0 - (self._clock() - started) - (ttl_ms / 1000.0 * self.clock_drift + 0.002)
             if fence is not None and validity > 0:
                 return Grant(fence=fence)
-            self._release_everywhere(key, token)
+            self._release_everywhere(key, token, running)
             why = "no majority could confirm the fencing token" if fence is None else \
                 f"the quorum was reached too late (validity {validity * 1000:.0f} ms)"
             raise self._unavailable(f"lock {key}: {why}", results)
-        self._release_everywhere(key, token)
+        self._release_everywhere(key, token, running)
         if len(grants) + len(conflicts) + not_ours < q:
             raise self._unavailable(f"lock {key}", results)
         if conflicts:
@@ -241,9 +262,15 @@ class QuorumStore:
             if fence > self._fence_hint.get(fence_key, 0):
                 self._fence_hint[fence_key] = fence
 
-    def _release_everywhere(self, key: str, token: str) -> None:
-        """Undo a failed acquire on every master, also those that did not answer (they may have taken it)."""
-        self._broadcast(lambda node: node.release(key, token))
+    def _release_everywhere(self, key: str, token: str, running: Dict[int, Future]) -> None:
+        """Undo a failed acquire on every master, also those that did not answer yet (they may take it).
+
+        Each master's release is queued behind its acquire, so it runs after it
+        even when that acquire is late; only the idle masters' answers are awaited.
+        """
+        idle = [i for i in range(len(self.nodes)) if i not in running]
+        self._fan_out(lambda node: node.release(key, token),
+                      decided=lambda r: all(i in r for i in idle))
 
     # -- release and renew -----------------------------------------------------------------------
     def _tally(self, results: Results, confirmations: Sequence[int]) -> List[Optional[bool]]:
@@ -312,9 +339,10 @@ class QuorumStore:
             except Exception:  # pragma: no cover - closing a broken connection
                 pass
         with self._guard:
-            if self._executor is not None and self._executor_pid == os.getpid():
-                self._executor.shutdown(wait=False)
-            self._executor = None
+            if self._executors is not None and self._executor_pid == os.getpid():
+                for executor in self._executors:
+                    executor.shutdown(wait=False)
+            self._executors = None
 
 
 class _Split:
