@@ -187,18 +187,29 @@ class SentinelGroup:
                                                *_REPLICATION_ARGS]).start()
         wait_for(lambda: "master_link_status:up" in _info(self.replica.port, "replication"), timeout,
                  what="the replica to sync")
+        wait_for(self._acknowledges, timeout, interval=0.05, what="the replica to acknowledge writes")
         config = os.path.join(self._dir, "sentinel.conf")
         with open(config, "w") as handle:
             handle.write(f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {self._dir}\n"
                          f"sentinel monitor {self.master_name} 127.0.0.1 {self.master.port} 1\n"
                          f"sentinel down-after-milliseconds {self.master_name} {self._down_after_ms}\n"
-                         f"sentinel failover-timeout {self.master_name} 5000\n"
+                         f"sentinel failover-timeout {self.master_name} 2000\n"
                          f"sentinel parallel-syncs {self.master_name} 1\n")
         self.sentinel = subprocess.Popen([redis_server_binary(), config, "--sentinel"], stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, start_new_session=True)
         wait_for(lambda: reachable(f"redis://127.0.0.1:{self.sentinel_port}"), timeout, what="the sentinel")
         wait_for(self.replica_ready, timeout, interval=0.05, what="the sentinel to see a healthy replica")
         return self
+
+    def _acknowledges(self) -> bool:
+        client = redis.Redis(port=self.master.port, socket_timeout=2)
+        try:
+            client.set("csl-probe", 1)
+            acked = client.execute_command("WAIT", 1, 200)
+            client.delete("csl-probe")
+            return int(acked) >= 1
+        finally:
+            client.close()
 
     def replica_ready(self) -> bool:
         """The sentinel sees the replica up and linked: it may be promoted."""
@@ -225,7 +236,9 @@ class SentinelGroup:
         """Wait until the sentinel names the replica as master and it answers as one."""
         assert self.replica is not None
         replica = self.replica
-        wait_for(lambda: self.master_port() == replica.port and "role:master" in _info(replica.port, "replication"),
+        # SENTINEL MASTER (what redis-py's Sentinel reads) switches when the failover ends.
+        wait_for(lambda: int(self._sentinel().execute_command("SENTINEL", "MASTER", self.master_name)["port"])
+                 == replica.port and "role:master" in _info(replica.port, "replication"),
                  timeout, interval=0.05, what="the replica to be promoted")
         self.master, self.replica = replica, self.master
         return replica
