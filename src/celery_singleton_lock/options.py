@@ -133,6 +133,23 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
     return options
 
 
+_SINGLE_SCHEMES = ("redis", "rediss", "unix")
+_TOPOLOGY_SCHEMES = ("redis+cluster", "rediss+cluster", "sentinel")
+
+
+def _check_scheme(url: str, in_quorum: bool) -> None:
+    """One Redis, a Cluster or Sentinel (as redis-py and kombu spell them); a quorum lists single masters."""
+    parts = [p.strip() for p in url.split(";") if p.strip()] or [url]
+    schemes = {p.split("://", 1)[0].lower() if "://" in p else "" for p in parts}
+    allowed = _SINGLE_SCHEMES if in_quorum else _SINGLE_SCHEMES + _TOPOLOGY_SCHEMES
+    if len(parts) > 1 and schemes != {"sentinel"}:
+        raise ConfigurationError(f"singleton_lock_url {url!r}: only sentinel:// URLs may be joined with ';'")
+    if not schemes <= set(allowed):
+        spelled = ", ".join(f"{s}://" for s in allowed)
+        where = " in a quorum list (independent masters)" if in_quorum else ""
+        raise ConfigurationError(f"singleton_lock_url {url!r}: scheme must be one of {spelled}{where}")
+
+
 def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
     url = conf.get("singleton_lock_url")
@@ -150,10 +167,7 @@ def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     elif not isinstance(url, str):
         raise ConfigurationError(f"singleton_lock_url must be a URL string or a list of them, not {url!r}")
     for one in (url if isinstance(url, tuple) else (url,)):
-        scheme = one.split("://", 1)[0] if "://" in one else ""
-        if scheme not in ("redis", "rediss", "unix"):
-            raise ConfigurationError(
-                f"singleton_lock_url {one!r}: scheme must be redis://, rediss:// or unix://")
+        _check_scheme(one, in_quorum=isinstance(url, tuple))
     prefix = conf.get("singleton_lock_prefix") or "singleton_lock"
     if not isinstance(prefix, str) or any(c in prefix for c in "{} \n"):
         raise ConfigurationError(f"singleton_lock_prefix {prefix!r} must be a string without braces or spaces")
@@ -161,4 +175,7 @@ def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     if not isinstance(transport, Mapping):
         raise ConfigurationError(
             f"singleton_lock_transport_options must be a dict of redis-py options, not {transport!r}")
+    if isinstance(url, str) and url.lower().startswith("sentinel://") and not transport.get("master_name"):
+        raise ConfigurationError(f"singleton_lock_url {url!r} is a Sentinel URL: name the monitored master in "
+                                 "singleton_lock_transport_options={'master_name': ...}, as kombu does")
     return AppSettings(url=url, prefix=prefix, transport_options=dict(transport))

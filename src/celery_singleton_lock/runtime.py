@@ -17,7 +17,8 @@ from typing import Any, Optional
 from . import signals
 from .childwatch import ChildWatch
 from .options import AppSettings, resolve_settings
-from .store import KeyLayout, Lease, LockStore, Renewer, connect
+from .store import KeyLayout, Lease, LockStore, Renewer
+from .store.connect import open_store
 
 __all__ = ["LockRuntime", "runtime_for", "peek_runtime"]
 
@@ -34,12 +35,8 @@ class LockRuntime:
         self.app = app
         self.settings = settings
         self.layout = KeyLayout(settings.prefix)
-        if isinstance(settings.url, tuple):
-            from .store.quorum import QuorumStore  # Redlock across independent masters
-
-            self.store = QuorumStore([connect(u, settings.transport_options) for u in settings.url])
-        else:
-            self.store = LockStore(connect(settings.url, settings.transport_options))
+        # One Redis, a Redis Cluster, Sentinel's master, or a quorum of masters (a list of URLs).
+        self.store: LockStore = open_store(settings.url, settings.transport_options)
         self.renewer = Renewer(self.store, on_lost=self.report_lost)
         self.hostname = socket.gethostname()
         self._child_watch: Optional[ChildWatch] = None

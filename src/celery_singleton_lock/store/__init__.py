@@ -5,8 +5,8 @@ benchmarked on its own.
 """
 
 from .client import Conflict, Grant, Holder, LockStore
-from .connect import connect
+from .connect import connect, open_store
 from .heartbeat import Lease, Renewer
 from .keys import KeyLayout
 
-__all__ = ["Conflict", "Grant", "Holder", "KeyLayout", "Lease", "LockStore", "Renewer", "connect"]
+__all__ = ["Conflict", "Grant", "Holder", "KeyLayout", "Lease", "LockStore", "Renewer", "connect", "open_store"]

@@ -73,6 +73,10 @@ def _int_or_none(value: Any) -> Optional[int]:
         return None
 
 
+def _floor(fence_floor: int) -> Tuple[int, ...]:
+    return (int(fence_floor),) if fence_floor > 0 else ()
+
+
 def _outcome(reply: Sequence[Any]) -> Optional[Outcome]:
     status = int(reply[0])
     if status == 1:
@@ -101,6 +105,7 @@ class LockStore:
         self._renew = client.register_script(scripts.RENEW)
         self._adopt = client.register_script(scripts.ADOPT)
         self._requeue = client.register_script(scripts.REQUEUE)
+        self._raise_fence = client.register_script(scripts.RAISE_FENCE)
 
     def _evalsha(self, script: Any, *keys_and_args: Any, numkeys: int) -> Any:
         """EVALSHA straight on the client (the hot path skips ``Script.__call__``'s layers);
@@ -111,26 +116,32 @@ class LockStore:
             return script(keys=keys_and_args[:numkeys], args=keys_and_args[numkeys:])
 
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
-                state: str = "running") -> Outcome:
+                state: str = "running", *, fence_floor: int = 0) -> Outcome:
+        """Take ``key`` if free; ``fence_floor`` (a quorum's proposal) lifts the fencing counter."""
         reply = self._evalsha(self._acquire, key, fence_key, token, ttl_ms, holder.task_id, holder.host,
-                              holder.pid, holder.since_ms, holder.heartbeat_ms, state, numkeys=2)
+                              holder.pid, holder.since_ms, holder.heartbeat_ms, state, *_floor(fence_floor),
+                              numkeys=2)
         outcome = _outcome(reply)
         assert outcome is not None
         return outcome
 
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
-              ttl_ms: int, holder: Holder) -> Optional[Outcome]:
+              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Optional[Outcome]:
         """Turn an enqueue lock handed over by token into a running lock; ``None`` if it is not ours."""
         reply = self._adopt(
             keys=(queued_key, key, fence_key),
             args=(queued_token, token, ttl_ms, holder.task_id, holder.host, holder.pid,
-                  holder.since_ms, holder.heartbeat_ms),
+                  holder.since_ms, holder.heartbeat_ms) + _floor(fence_floor),
         )
         return _outcome(reply)
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         """Hand a running lock back to the queue (same token) for the next delivery to adopt."""
         return bool(self._requeue(keys=(key,), args=(token, ttl_ms)))
+
+    def raise_fence(self, fence_key: str, floor: int) -> int:
+        """Move the fencing counter up to at least ``floor``; returns its value afterwards."""
+        return int(self._raise_fence(keys=(fence_key,), args=(floor,)))
 
     def release(self, key: str, token: str) -> bool:
         """Compare-and-delete: never removes a lock held under another token."""

@@ -14,21 +14,37 @@ so it runs on Redis Cluster. A lock is a hash:
 
 from __future__ import annotations
 
-__all__ = ["ACQUIRE", "RELEASE", "RENEW", "ADOPT", "REQUEUE"]
+__all__ = ["ACQUIRE", "RELEASE", "RENEW", "ADOPT", "REQUEUE", "RAISE_FENCE"]
+
+# The fencing step shared by ACQUIRE and ADOPT: INCR the task's counter, and if the caller
+# proposed a floor (ARGV[n], optional) move the counter up to it. A quorum client proposes a
+# floor so that the counters of independent masters converge; a single Redis is called
+# without one. The counter never goes down.
+_NEXT_FENCE = """
+local function next_fence(counter, floor)
+  local fence = redis.call('incr', counter)
+  floor = tonumber(floor or '0') or 0
+  if floor > fence then
+    fence = floor
+    redis.call('set', counter, fence)
+  end
+  return fence
+end
+"""
 
 # ACQUIRE: take the lock if free.
 #   KEYS[1] lock key   KEYS[2] fencing counter
 #   ARGV[1] token  ARGV[2] ttl ms  ARGV[3] task id  ARGV[4] host  ARGV[5] pid
-#   ARGV[6] since ms  ARGV[7] heartbeat ms  ARGV[8] state
+#   ARGV[6] since ms  ARGV[7] heartbeat ms  ARGV[8] state  ARGV[9] fencing floor (optional)
 # Returns {1, fence} when taken, or
 #   {0, task_id, host, pid, since, pttl, hb, state, token_matches} describing the holder.
-ACQUIRE = """
+ACQUIRE = _NEXT_FENCE + """
 local h = redis.call('hmget', KEYS[1], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state')
 if h[1] then
   return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', KEYS[1]),
           h[6] or '', h[7] or '', h[1] == ARGV[1] and 1 or 0}
 end
-local fence = redis.call('incr', KEYS[2])
+local fence = next_fence(KEYS[2], ARGV[9])
 redis.call('hset', KEYS[1], 'token', ARGV[1], 'fence', fence, 'task_id', ARGV[3], 'host', ARGV[4],
            'pid', ARGV[5], 'since', ARGV[6], 'ttl', ARGV[2], 'hb', ARGV[7], 'state', ARGV[8])
 redis.call('pexpire', KEYS[1], ARGV[2])
@@ -70,11 +86,11 @@ return out
 #   KEYS[1] enqueue lock key   KEYS[2] running lock key (same as KEYS[1] for queued_or_running)
 #   KEYS[3] fencing counter
 #   ARGV[1] enqueue token  ARGV[2] new token  ARGV[3] ttl ms  ARGV[4] task id  ARGV[5] host
-#   ARGV[6] pid  ARGV[7] since ms  ARGV[8] heartbeat ms
+#   ARGV[6] pid  ARGV[7] since ms  ARGV[8] heartbeat ms  ARGV[9] fencing floor (optional)
 # Returns {1, fence} when adopted, {0, ...holder as ACQUIRE} when the running lock is held by
 # someone else, or {2} when the enqueue lock is not ours any more (expired, revoked, or adopted by
 # another delivery of the same message).
-ADOPT = """
+ADOPT = _NEXT_FENCE + """
 local queued = redis.call('hmget', KEYS[1], 'token', 'state')
 if queued[1] ~= ARGV[1] or queued[2] ~= 'queued' then
   if KEYS[1] == KEYS[2] then
@@ -94,7 +110,7 @@ if KEYS[1] ~= KEYS[2] then
   end
   redis.call('del', KEYS[1])
 end
-local fence = redis.call('incr', KEYS[3])
+local fence = next_fence(KEYS[3], ARGV[9])
 redis.call('del', KEYS[2])
 redis.call('hset', KEYS[2], 'token', ARGV[2], 'fence', fence, 'task_id', ARGV[4], 'host', ARGV[5],
            'pid', ARGV[6], 'since', ARGV[7], 'ttl', ARGV[3], 'hb', ARGV[8], 'state', 'running')
@@ -113,4 +129,18 @@ if redis.call('hget', KEYS[1], 'token') == ARGV[1] then
   return 1
 end
 return 0
+"""
+
+# RAISE_FENCE: move a fencing counter up to at least a floor (a quorum client's second round,
+# when the masters that granted a lock returned different fences).
+#   KEYS[1] fencing counter   ARGV[1] floor
+# Returns the counter's value afterwards (>= the floor).
+RAISE_FENCE = """
+local current = tonumber(redis.call('get', KEYS[1]) or '0')
+local floor = tonumber(ARGV[1])
+if current < floor then
+  redis.call('set', KEYS[1], floor)
+  return floor
+end
+return current
 """

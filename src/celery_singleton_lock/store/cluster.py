@@ -1,0 +1,85 @@
+"""The lock protocol on a Redis Cluster, through redis-py's ``RedisCluster``.
+
+Everything one lock touches (lock key, enqueue key, the task's fencing counter,
+and the Pub/Sub channel named like the lock key) carries the ``{task}`` hash tag
+(:mod:`.keys`), so each script runs on one slot and ``MOVED``/``ASK``
+redirections, ``TRYAGAIN`` during a migration and a master's failover are handled
+by redis-py's cluster client.
+
+What differs from one Redis: a script may only touch keys of one slot, so the
+renewal of many locks is sent as one ``RENEW`` per slot, pipelined per master by
+redis-py's cluster pipeline (one round trip per master that holds any of them);
+a batch refused mid-migration (``TRYAGAIN``: its keys are split between two
+masters) is retried one key at a time, which redis-py redirects with ``ASK``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Dict, List, Sequence, Tuple
+
+from redis.exceptions import RedisError
+
+from .client import LockStore
+
+__all__ = ["ClusterStore"]
+
+
+class ClusterStore(LockStore):
+    """A :class:`LockStore` over a ``redis.cluster.RedisCluster`` client."""
+
+    def _batched(self, script: Any, calls: Sequence[Tuple[Sequence[str], Sequence[Any]]]) -> List[Any]:
+        """One script call per entry (each within one slot), pipelined per master.
+
+        An entry the pipeline could not run (redirected mid-migration, script not
+        loaded on a new master) is run again on its own through the cluster client,
+        which follows ``MOVED``/``ASK``, waits out ``TRYAGAIN`` and loads the script.
+        """
+        pipe = self.client.pipeline()
+        for keys, args in calls:
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except RedisError:
+            replies = [None] * len(calls)
+        out: List[Any] = []
+        for (keys, args), reply in zip(calls, replies):
+            if reply is None or isinstance(reply, Exception):
+                reply = script(keys=keys, args=args)
+            out.append(reply)
+        return out
+
+    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
+        if not items:
+            return []
+        return [bool(r) for r in self._batched(self._release, [((key,), (token,)) for key, token in items])]
+
+    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+        """Compare-and-extend: one ``RENEW`` per slot, pipelined per master."""
+        if not items:
+            return []
+        by_slot: Dict[int, List[int]] = defaultdict(list)
+        for index, (key, _, _) in enumerate(items):
+            by_slot[self.client.keyslot(key)].append(index)
+        groups = list(by_slot.values())
+        calls = [([items[i][0] for i in group],
+                  [items[i][1] for i in group] + [items[i][2] for i in group]) for group in groups]
+        results: List[bool] = [False] * len(items)
+        for group, reply in zip(groups, self._renew_batches(calls)):
+            for index, ok in zip(group, reply):
+                results[index] = bool(ok)
+        return results
+
+    def _renew_batches(self, calls: List[Tuple[List[str], List[Any]]]) -> List[List[Any]]:
+        try:
+            return self._batched(self._renew, calls)
+        except RedisError:
+            # A slot's keys are split between two masters (migration in progress): key by key.
+            out = []
+            for keys, args in calls:
+                n = len(keys)
+                out.append([self._renew(keys=[keys[i]], args=[args[i], args[n + i]])[0] for i in range(n)])
+            return out
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,439 @@
+"""A lock held by a majority of independent Redis masters (Redlock), with ordered fencing tokens.
+
+:class:`QuorumStore` has the interface of :class:`~.client.LockStore` and runs
+the same scripts on every master, in parallel, each call bounded by a short
+per-node timeout:
+
+- **acquire**: granted when a majority (``N // 2 + 1``) of masters took the lock
+  *and* the time left, ``ttl - elapsed - drift`` (``drift`` = ``clock_drift`` x
+  TTL + 2 ms), is positive. Otherwise the lock is released on every master
+  (also the ones that did not answer in time) and the caller sees a
+  :class:`~.client.Conflict` (someone holds it; the holder is reported as one
+  master sees it) or :class:`QuorumUnavailable` (fewer than a majority answered:
+  the task's ``on_lock_error`` applies). A split vote between racing acquirers is
+  retried after a random delay.
+- **renew** and **release** go to every master; a lock counts as held while a
+  majority confirm its token. ``renew`` answers ``False`` for a lock that fewer
+  than a majority could still be holding, and raises :class:`QuorumUnavailable`
+  when too few masters answered to tell (the heartbeat retries, and gives the lock
+  up once its TTL has surely passed).
+
+**Fencing.** Every master keeps its own per-task counter. Taking the largest
+value among the granting masters is not enough on its own: that largest value
+may live on a master that the next holder's majority does not include. So a
+fence ``F`` is handed out only once a majority of the granting masters hold a
+counter ``>= F``: when they did not all return ``F``, a second round raises
+their counters to ``F`` (``RAISE_FENCE``). Any later majority overlaps that
+majority, and the overlapping master's counter goes past ``F``, so the next
+holder's fence is larger. Each acquire also proposes a floor (the largest fence
+this process has seen for the task, plus one), which keeps the counters of the
+masters together so the second round is rarely needed. This holds as long as no
+master loses its counter (see ``docs/guarantees.md``: persistence).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import select
+import threading
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack, contextmanager
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import redis
+
+from .client import Conflict, Grant, Holder, LockStore, Outcome
+
+__all__ = ["QuorumStore", "QuorumUnavailable"]
+
+logger = logging.getLogger("celery_singleton_lock.quorum")
+
+
+class QuorumUnavailable(redis.exceptions.ConnectionError):
+    """Fewer than a majority of the masters answered, so nothing can be decided."""
+
+    def __init__(self, message: str, errors: Optional[Dict[int, BaseException]] = None) -> None:
+        super().__init__(message)
+        self.errors = dict(errors or {})
+
+
+class _Failed:
+    """A master's call that raised."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"<failed {self.error!r}>"
+
+
+Results = Dict[int, Any]  # master index -> its answer, or _Failed; a master missing did not answer in time
+
+
+class QuorumStore:
+    """The lock protocol on N independent Redis masters, decided by majority."""
+
+    #: Calls one master may have queued before it is treated as unreachable, whatever its speed.
+    max_in_flight = 256
+
+    def __init__(self, clients: Sequence[Any], *, node_timeout: float = 0.25, clock_drift: float = 0.01,
+                 split_retries: int = 2, split_retry_delay: float = 0.05,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not clients:
+            raise ValueError("a quorum needs at least one Redis master")
+        # redis-py clients, or stores already built on them (tests, custom wrappers)
+        self.nodes: List[LockStore] = [c if isinstance(c, LockStore) else LockStore(c) for c in clients]
+        self.quorum = len(self.nodes) // 2 + 1
+        self.node_timeout = node_timeout
+        self.clock_drift = clock_drift
+        self.split_retries = split_retries
+        self.split_retry_delay = split_retry_delay
+        self._clock = clock
+        self._fence_hint: Dict[str, int] = {}  # fence key -> largest fence seen by this process
+        self._guard = threading.Lock()
+        self._executors: Optional[List[ThreadPoolExecutor]] = None
+        self._executor_pid = 0
+        self._in_flight = [0] * len(self.nodes)
+        self._busy_since: List[Optional[float]] = [None] * len(self.nodes)
+
+    @property
+    def client(self) -> Any:
+        """The first master's client (diagnostics; every master holds the same keys)."""
+        return self.nodes[0].client
+
+    # -- fan-out ---------------------------------------------------------------------------------
+    def _queues(self) -> List[ThreadPoolExecutor]:
+        """One worker thread per master: calls to a master run in the order they were made.
+
+        Order matters: a release must never overtake the acquire it undoes (on
+        another connection it could, and the late acquire would leave the lock
+        behind on that master).
+        """
+        with self._guard:
+            if self._executors is None or self._executor_pid != os.getpid():
+                # A forked child cannot use its parent's threads: start its own.
+                self._executors = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"singleton-lock-quorum-{i}")
+                                   for i in range(len(self.nodes))]
+                self._executor_pid = os.getpid()
+                self._in_flight = [0] * len(self.nodes)
+                self._busy_since = [None] * len(self.nodes)
+            return self._executors
+
+    def _run(self, index: int, call: Callable[[LockStore], Any]) -> Any:
+        self._busy_since[index] = time.monotonic()
+        try:
+            return call(self.nodes[index])
+        finally:
+            with self._guard:
+                self._in_flight[index] -= 1
+                self._busy_since[index] = None
+
+    def _stuck(self, index: int) -> bool:
+        """A call has run longer than ``node_timeout`` (paused master, black-holed network), or too many wait."""
+        since = self._busy_since[index]
+        return (since is not None and time.monotonic() - since > self.node_timeout) or \
+            self._in_flight[index] >= self.max_in_flight
+
+    def _broadcast(self, call: Callable[[LockStore], Any], indices: Optional[Iterable[int]] = None,
+                   decided: Optional[Callable[[Results], bool]] = None) -> Results:
+        """Run ``call`` on each master in parallel; answers within ``node_timeout`` (or until decided)."""
+        return self._fan_out(call, indices, decided)[0]
+
+    def _fan_out(self, call: Callable[[LockStore], Any], indices: Optional[Iterable[int]] = None,
+                 decided: Optional[Callable[[Results], bool]] = None) -> Tuple[Results, Dict[int, Future]]:
+        """:meth:`_broadcast`, also returning the calls still running, by master.
+
+        A master whose current call hangs past ``node_timeout`` (paused, or its
+        network black-holed) is counted as failed at once instead of queueing more
+        calls behind it, so one sick master cannot slow every acquire down.
+        """
+        queues = self._queues()
+        futures: Dict[Future, int] = {}
+        results: Results = {}
+        for i in (range(len(self.nodes)) if indices is None else indices):
+            with self._guard:
+                busy = self._stuck(i)
+                if not busy:
+                    self._in_flight[i] += 1
+            if busy:
+                results[i] = _Failed(redis.exceptions.TimeoutError(f"master {i}: earlier calls still unanswered"))
+            else:
+                futures[queues[i].submit(self._run, i, call)] = i
+        pending = set(futures)
+        deadline = time.monotonic() + self.node_timeout
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            done, pending = wait(pending, timeout=remaining, return_when=FIRST_COMPLETED)
+            for future in done:
+                try:
+                    results[futures[future]] = future.result()
+                except Exception as exc:  # a master that is down, slow, or answered an error
+                    results[futures[future]] = _Failed(exc)
+            if decided is not None and decided(results):
+                break
+        return results, {futures[f]: f for f in pending}
+
+    def _unavailable(self, what: str, results: Results) -> QuorumUnavailable:
+        errors = {i: r.error for i, r in results.items() if isinstance(r, _Failed)}
+        silent = [i for i in range(len(self.nodes)) if i not in results]
+        detail = "; ".join([f"master {i}: {e!r}" for i, e in sorted(errors.items())]
+                           + [f"master {i}: no answer within {self.node_timeout:g}s" for i in silent])
+        return QuorumUnavailable(
+            f"{what}: fewer than {self.quorum} of {len(self.nodes)} Redis masters answered ({detail})", errors)
+
+    # -- acquire ---------------------------------------------------------------------------------
+    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
+                state: str = "running", *, fence_floor: int = 0) -> Outcome:
+        """Take ``key`` on a majority of masters; see the module docstring."""
+        for attempt in range(self.split_retries + 1):
+            outcome = self._take(key, token, ttl_ms, fence_key, fence_floor,
+                                 lambda node, floor: node.acquire(key, fence_key, token, ttl_ms, holder, state,
+                                                                  fence_floor=floor))
+            if not isinstance(outcome, _Split):
+                return outcome
+            if attempt < self.split_retries:
+                time.sleep(random.uniform(0, self.split_retry_delay))  # let one racer win next time
+        return outcome.conflict
+
+    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
+              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Optional[Outcome]:
+        """Turn an enqueue lock held by quorum into a running lock; ``None`` if it is not ours."""
+        outcome = self._take(key, token, ttl_ms, fence_key, fence_floor,
+                             lambda node, floor: node.adopt(queued_key, key, fence_key, queued_token, token,
+                                                            ttl_ms, holder, fence_floor=floor),
+                             adopting=True)
+        return outcome.conflict if isinstance(outcome, _Split) else outcome
+
+    def _take(self, key: str, token: str, ttl_ms: int, fence_key: str, fence_floor: int,
+              call: Callable[[LockStore, int], Optional[Outcome]], adopting: bool = False) -> Any:
+        started = self._clock()
+        floor = max(fence_floor, self._fence_hint.get(fence_key, 0) + 1 if fence_key in self._fence_hint else 0)
+        n, q = len(self.nodes), self.quorum
+
+        def decided(results: Results) -> bool:
+            grants = sum(isinstance(r, Grant) for r in results.values())
+            refusals = sum(isinstance(r, Conflict) or r is None for r in results.values())
+            return grants >= q or refusals > n - q
+
+        results, running = self._fan_out(lambda node: call(node, floor), decided=decided)
+        grants = {i: r.fence for i, r in results.items() if isinstance(r, Grant)}
+        conflicts = [r for r in results.values() if isinstance(r, Conflict)]
+        not_ours = sum(1 for r in results.values() if r is None)
+        if grants:
+            self._note_fence(fence_key, max(grants.values()))
+        if len(grants) >= q:
+            fence = self._settle_fence(fence_key, grants)
+            validity = ttl_ms / 1000.0 - (self._clock() - started) - (ttl_ms / 1000.0 * self.clock_drift + 0.002)
+            if fence is not None and validity > 0:
+                return Grant(fence=fence)
+            self._release_everywhere(key, token, running)
+            why = "no majority could confirm the fencing token" if fence is None else \
+                f"the quorum was reached too late (validity {validity * 1000:.0f} ms)"
+            raise self._unavailable(f"lock {key}: {why}", results)
+        self._release_everywhere(key, token, running)
+        if len(grants) + len(conflicts) + not_ours < q:
+            raise self._unavailable(f"lock {key}", results)
+        if conflicts:
+            conflict = _most_seen(conflicts)
+            if grants and len(conflicts) < q and not adopting:
+                return _Split(conflict)  # racing acquirers split the vote: retry after a random delay
+            return conflict
+        return None  # adopt: the enqueue lock is not ours on a majority
+
+    def _settle_fence(self, fence_key: str, grants: Dict[int, int]) -> Optional[int]:
+        """The fence to hand out, once a majority of the granting masters hold a counter >= it."""
+        top = max(grants.values())
+        if sum(1 for value in grants.values() if value == top) >= self.quorum:
+            return top
+        raised = self._broadcast(lambda node: node.raise_fence(fence_key, top), indices=list(grants))
+        confirmed = sum(1 for value in raised.values() if isinstance(value, int) and value >= top)
+        return top if confirmed >= self.quorum else None
+
+    def _note_fence(self, fence_key: str, fence: int) -> None:
+        with self._guard:
+            if fence > self._fence_hint.get(fence_key, 0):
+                self._fence_hint[fence_key] = fence
+
+    def _release_everywhere(self, key: str, token: str, running: Dict[int, Future]) -> None:
+        """Undo a failed acquire on every master, also those that did not answer yet (they may take it).
+
+        Each master's release is queued behind its acquire, so it runs after it
+        even when that acquire is late; only the idle masters' answers are awaited.
+        """
+        idle = [i for i in range(len(self.nodes)) if i not in running]
+        self._fan_out(lambda node: node.release(key, token),
+                      decided=lambda r: all(i in r for i in idle))
+
+    # -- release and renew -----------------------------------------------------------------------
+    def _tally(self, results: Results, confirmations: Sequence[int]) -> List[Optional[bool]]:
+        """Per item: True when a majority confirmed, False when a majority cannot, None when unknown."""
+        silent = len(self.nodes) - sum(1 for r in results.values() if not isinstance(r, _Failed))
+        return [True if count >= self.quorum else False if count + silent < self.quorum else None
+                for count in confirmations]
+
+    def release(self, key: str, token: str) -> bool:
+        """Compare-and-delete on every master; ``True`` when a majority still held our token."""
+        results = self._broadcast(lambda node: node.release(key, token),
+                                  decided=lambda r: sum(1 for v in r.values() if v is True) >= self.quorum)
+        [verdict] = self._tally(results, [sum(1 for r in results.values() if r is True)])
+        if verdict is None:
+            raise self._unavailable(f"release of {key}", results)
+        return verdict
+
+    def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
+        """Hand a running lock back to the queue on every master; ``True`` when a majority did."""
+        results = self._broadcast(lambda node: node.requeue(key, token, ttl_ms),
+                                  decided=lambda r: sum(1 for v in r.values() if v is True) >= self.quorum)
+        [verdict] = self._tally(results, [sum(1 for r in results.values() if r is True)])
+        if verdict is None:
+            raise self._unavailable(f"requeue of {key}", results)
+        return verdict
+
+    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
+        """Release several (key, token) pairs, one pipelined round trip per master."""
+        if not items:
+            return []
+        results = self._broadcast(lambda node: node.release_many(items))
+        counts = _column_counts(results, len(items))
+        return [bool(verdict) for verdict in self._tally(results, counts)]
+
+    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+        """Extend every (key, token, ttl_ms) on every master; a lock stays held while a majority confirm."""
+        if not items:
+            return []
+        results = self._broadcast(
+            lambda node: node.renew(items),
+            decided=lambda r: min(_column_counts(r, len(items))) >= self.quorum)  # all confirmed: done
+        verdicts = self._tally(results, _column_counts(results, len(items)))
+        if any(verdict is None for verdict in verdicts):
+            raise self._unavailable(f"renewal of {len(items)} lock(s)", results)
+        return [bool(verdict) for verdict in verdicts]
+
+    # -- diagnostics and waiting -----------------------------------------------------------------
+    def holder(self, key: str) -> Optional[dict]:
+        """The lock's fields as the first answering master that has it sees them."""
+        results = self._broadcast(lambda node: node.holder(key))
+        for index in sorted(results):
+            info = results[index]
+            if isinstance(info, dict):
+                return dict(info, master=str(index))
+        if not any(not isinstance(r, _Failed) for r in results.values()):
+            raise self._unavailable(f"holder of {key}", results)
+        return None
+
+    @contextmanager
+    def release_events(self, key: str) -> Iterator["QuorumReleaseEvents"]:
+        """Subscribe on every reachable master: a release is announced on each of them."""
+        with ExitStack() as stack:
+            pubsubs = []
+            for node in self.nodes:
+                try:
+                    pubsubs.append(stack.enter_context(_subscribed(node, key)))
+                except (redis.RedisError, OSError) as exc:
+                    logger.debug("singleton lock: cannot subscribe to %s on a master: %r", key, exc)
+            yield QuorumReleaseEvents(pubsubs)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            try:
+                node.close()
+            except Exception:  # pragma: no cover - closing a broken connection
+                pass
+        with self._guard:
+            if self._executors is not None and self._executor_pid == os.getpid():
+                for executor in self._executors:
+                    executor.shutdown(wait=False)
+            self._executors = None
+
+
+class _Split:
+    """Internal: no majority for anyone yet; retried after a random delay."""
+
+    __slots__ = ("conflict",)
+
+    def __init__(self, conflict: Conflict) -> None:
+        self.conflict = conflict
+
+
+def _most_seen(conflicts: Sequence[Conflict]) -> Conflict:
+    """The holder most masters report (ties: the first seen)."""
+    counts = Counter(c.task_id for c in conflicts)
+    best = max(counts.values())
+    return next(c for c in conflicts if counts[c.task_id] == best)
+
+
+def _column_counts(results: Results, size: int) -> List[int]:
+    counts = [0] * size
+    for answer in results.values():
+        if isinstance(answer, list):
+            for i, ok in enumerate(answer[:size]):
+                counts[i] += 1 if ok else 0
+    return counts
+
+
+@contextmanager
+def _subscribed(node: LockStore, key: str) -> Iterator[Any]:
+    pubsub = node.client.pubsub(ignore_subscribe_messages=True)
+    try:
+        pubsub.subscribe(key)
+        yield pubsub
+    finally:
+        try:
+            pubsub.close()
+        except Exception:  # pragma: no cover
+            pass
+
+
+class QuorumReleaseEvents:
+    """Release announcements from several masters; the first one wakes the waiter."""
+
+    def __init__(self, pubsubs: List[Any]) -> None:
+        self._pubsubs = pubsubs
+        self._never = threading.Event()
+
+    def _announced(self) -> bool:
+        for pubsub in self._pubsubs:
+            try:
+                while True:
+                    message = pubsub.get_message(timeout=0)
+                    if message is None:
+                        break
+                    if message.get("type") == "message":
+                        return True
+            except (redis.RedisError, OSError):
+                continue
+        return False
+
+    def _sockets(self) -> List[Any]:
+        socks = []
+        for pubsub in self._pubsubs:
+            sock = getattr(getattr(pubsub, "connection", None), "_sock", None)
+            if sock is not None:
+                socks.append(sock)
+        return socks
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; ``True`` when any master announced the release."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._announced():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            socks = self._sockets()
+            if not socks:  # no master reachable: the caller's next acquire will say so
+                self._never.wait(remaining)
+                return False
+            try:
+                select.select(socks, [], [], min(remaining, 0.5))
+            except (OSError, ValueError):
+                self._never.wait(min(remaining, 0.05))

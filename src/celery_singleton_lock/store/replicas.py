@@ -1,0 +1,106 @@
+"""Wait for replicas to acknowledge a lock before handing it out (Sentinel, or any master with replicas).
+
+Redis replicates asynchronously: a master can take a lock, answer, and die before
+the write reaches its replica; Sentinel then promotes the replica, which never
+saw the lock, and a second holder takes it. :class:`ReplicaAckStore` closes that
+window: each acquire is followed, on the same connection and in the same round
+trip, by ``WAIT replicas timeout``. A lock that fewer replicas acknowledged in
+time is released again and the acquire fails with :class:`ReplicaAckError` (a
+Redis connection error, so the task's ``on_lock_error`` applies: by default it
+is retried, never run unguarded).
+
+Cost: every acquire waits for the replication round trip (typically well under a
+millisecond on one host, a network round trip across hosts), and up to
+``replica_ack_timeout`` when a replica is slow or gone, after which locks are
+refused until the replica is back (or ``replica_ack`` is lowered). Renewals are
+followed by ``WAIT`` as well, so the replica's copy of a held lock does not lag
+behind; a renewal that is not acknowledged in time is logged, not fatal.
+``WAIT`` is not consensus: a failover that promotes a replica which did not
+acknowledge (there were several and another one answered), or a replica that
+restarts empty, can still lose the lock. See ``docs/guarantees.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, List, Optional, Sequence, Tuple
+
+import redis
+from redis.exceptions import NoScriptError
+
+from .client import Grant, Holder, LockStore, Outcome, _floor, _outcome
+
+__all__ = ["ReplicaAckStore", "ReplicaAckError"]
+
+logger = logging.getLogger("celery_singleton_lock.replicas")
+
+
+class ReplicaAckError(redis.exceptions.ConnectionError):
+    """The master took the lock but too few replicas acknowledged it in time; it was released."""
+
+
+class ReplicaAckStore(LockStore):
+    """A :class:`LockStore` whose acquires are acknowledged by ``replicas`` replicas (``WAIT``)."""
+
+    def __init__(self, client: Any, *, replicas: int = 1, timeout: float = 1.0) -> None:
+        super().__init__(client)
+        if replicas < 1:
+            raise ValueError("replica_ack must be >= 1 (0 means: do not wait, use LockStore)")
+        self.replicas = replicas
+        self.timeout_ms = max(1, int(timeout * 1000))
+
+    def _then_wait(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Tuple[Any, int]:
+        """Run ``script`` and ``WAIT`` on one connection, in one round trip: (reply, replicas that acked)."""
+        for _ in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+            reply, acked = pipe.execute(raise_on_error=False)
+            if isinstance(reply, NoScriptError):
+                script.sha = self.client.script_load(script.script)  # after a restart or SCRIPT FLUSH
+                continue
+            if isinstance(reply, Exception):
+                raise reply
+            if isinstance(acked, Exception):
+                raise acked
+            return reply, int(acked)
+        raise NoScriptError("the lock script could not be loaded")  # pragma: no cover
+
+    def _acknowledged(self, key: str, token: str, outcome: Optional[Outcome], acked: int) -> Optional[Outcome]:
+        if isinstance(outcome, Grant) and acked < self.replicas:
+            try:
+                self.release(key, token)
+            finally:
+                raise ReplicaAckError(
+                    f"lock {key}: taken on the master but acknowledged by {acked} of {self.replicas} "
+                    f"replica(s) within {self.timeout_ms} ms; released again (replica_ack)")
+        return outcome
+
+    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
+                state: str = "running", *, fence_floor: int = 0) -> Outcome:
+        reply, acked = self._then_wait(
+            self._acquire, (key, fence_key),
+            (token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms,
+             state) + _floor(fence_floor))
+        outcome = self._acknowledged(key, token, _outcome(reply), acked)
+        assert outcome is not None
+        return outcome
+
+    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
+              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Optional[Outcome]:
+        reply, acked = self._then_wait(
+            self._adopt, (queued_key, key, fence_key),
+            (queued_token, token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms,
+             holder.heartbeat_ms) + _floor(fence_floor))
+        return self._acknowledged(key, token, _outcome(reply), acked)
+
+    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+        if not items:
+            return []
+        keys = [key for key, _, _ in items]
+        args = [token for _, token, _ in items] + [ttl for _, _, ttl in items]
+        reply, acked = self._then_wait(self._renew, keys, args)
+        if acked < self.replicas:
+            logger.warning("singleton lock: renewal of %d lock(s) acknowledged by %d of %d replica(s); a "
+                           "failover now could shorten them", len(items), acked, self.replicas)
+        return [bool(r) for r in reply]

@@ -1,0 +1,140 @@
+"""Redlock across independent masters, through real prefork workers.
+
+Given 3 or 5 redis-servers started here and workers whose singleton_lock_url
+lists them, when duplicates storm in (with one master killed, or paused), then
+no two runs of one key overlap; with a majority down, on_lock_error applies
+within a bounded time; fences of 1,000 successive holders strictly increase.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+
+import pytest
+
+from celery_singleton_lock.store.connect import open_store
+from tests.integration.helpers import records
+from tests.integration.topo import app_on, storm, strictly_increasing, successive_fences, worker_env, workers
+from tests.support.topologies import Masters
+from tests.support.waits import wait_for
+
+
+@pytest.fixture(scope="module")
+def five(test_env):
+    masters = Masters(5).start()
+    try:
+        with workers(test_env, worker_env(masters.urls), "quorum5") as started:
+            yield masters, started
+    finally:
+        masters.stop()
+
+
+@pytest.fixture(scope="module")
+def three(test_env):
+    masters = Masters(3).start()
+    try:
+        with workers(test_env, worker_env(masters.urls), "quorum3", count=1, concurrency=3) as started:
+            yield masters, started
+    finally:
+        masters.stop()
+
+
+@pytest.fixture
+def topo_proj(test_env):
+    import tests.integration.proj as proj
+    return proj
+
+
+def _no_lock_left(masters: Masters, alive) -> bool:
+    return all(not [k for k in masters.client(i).scan_iter("csltest:*") if not k.endswith(":fence")]
+               for i in alive)
+
+
+def test_storm_on_three_masters(three, topo_proj, events_redis):
+    masters, _ = three
+    with app_on(topo_proj, masters.urls) as proj:
+        storm(proj, events_redis, "quorum3", tasks=30, keys=4)
+    wait_for(lambda: _no_lock_left(masters, range(3)), 5, what="every lock released on every master")
+
+
+def test_storm_on_five_masters(five, topo_proj, events_redis):
+    masters, _ = five
+    with app_on(topo_proj, masters.urls) as proj:
+        storm(proj, events_redis, "quorum5")
+    wait_for(lambda: _no_lock_left(masters, range(5)), 5, what="every lock released on every master")
+
+
+def test_storm_on_five_masters_with_one_killed(five, topo_proj, events_redis):
+    masters, _ = five
+    masters.servers[0].process.kill()  # SIGKILL
+    try:
+        with app_on(topo_proj, masters.urls) as proj:
+            storm(proj, events_redis, "quorum5")
+        wait_for(lambda: _no_lock_left(masters, range(1, 5)), 5, what="every lock released on the live masters")
+    finally:
+        masters.restart(0)
+
+
+def test_storm_on_five_masters_with_one_paused(five, topo_proj, events_redis):
+    masters, _ = five
+    paused = masters.servers[1].process.pid
+    os.kill(paused, signal.SIGSTOP)
+    try:
+        with app_on(topo_proj, masters.urls) as proj:
+            storm(proj, events_redis, "quorum5")
+    finally:
+        os.kill(paused, signal.SIGCONT)
+
+
+def test_majority_down_applies_on_lock_error_within_bounded_time(three, topo_proj, events_redis):
+    from celery_singleton_lock import LockBackendError
+
+    masters, _ = three
+    events_redis.delete("intervals", "started")
+    masters.servers[0].process.kill()
+    paused = masters.servers[1].process.pid
+    os.kill(paused, signal.SIGSTOP)  # one killed, one paused: one of three answers
+    try:
+        with app_on(topo_proj, masters.urls) as proj:
+            started = time.monotonic()
+            raised = proj.error_raise.apply_async(("a",), queue="quorum3")
+            ran = proj.error_run.apply_async(("b",), queue="quorum3")
+            with pytest.raises(LockBackendError):
+                raised.get(timeout=20)
+            assert time.monotonic() - started < 5.0  # per-master timeouts, not a hang
+            assert ran.get(timeout=20)["key"] == "b"  # on_lock_error="run": the user chose to run unguarded
+            retried = proj.error_retry.apply_async(("c",), queue="quorum3")
+            with pytest.raises(LockBackendError):
+                retried.get(timeout=20)  # retried once (lock_retry_max=1), then gave up
+        assert {e["key"] for e in records(events_redis, "started")} == {"b"}
+    finally:
+        os.kill(paused, signal.SIGCONT)
+        masters.restart(0)
+
+
+def test_fences_strictly_increase_across_1000_holders_while_masters_fail(five):
+    masters, _ = five
+    store = open_store(masters.urls, {})
+    rng = random.Random(6)
+    paused = []
+
+    def between(i: int) -> None:
+        if i % 50 == 25:  # a minority ran ahead: grants that never became a majority
+            ahead = rng.choice([0, 1, 2, 4] if paused else range(5))
+            masters.client(ahead).incrby("fq:{t}:fence", rng.randrange(1, 40))
+        if i == 400:
+            paused.append(masters.servers[3].process.pid)
+            os.kill(paused[0], signal.SIGSTOP)
+        if i == 700:
+            os.kill(paused.pop(), signal.SIGCONT)
+
+    try:
+        fences = successive_fences(store, "fq:{t}:k", "fq:{t}:fence", 1000, between)
+    finally:
+        for pid in paused:
+            os.kill(pid, signal.SIGCONT)
+        store.close()
+    assert len(fences) == 1000 and strictly_increasing(fences)

@@ -1,0 +1,193 @@
+"""The quorum (Redlock) decisions and its fencing order, on in-memory masters.
+
+Given masters that can be down or whose counters drifted apart, when locks are
+taken by majority, then every grant had a majority and fences of successive
+holders strictly increase.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import pytest
+import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from celery_singleton_lock.store.client import Conflict, Grant, Holder, LockStore, new_token
+from celery_singleton_lock.store.quorum import QuorumStore, QuorumUnavailable
+
+HOLDER = Holder(task_id="me", host="h", pid=1, since_ms=0, heartbeat_ms=1000)
+
+
+class MemoryMaster(LockStore):
+    """A master's lock protocol in memory (no expiry: tests release explicitly)."""
+
+    def __init__(self, counter: int = 0) -> None:  # no redis client
+        self.locks: Dict[str, Tuple[str, str]] = {}
+        self.counters: Dict[str, int] = {}
+        self.start_counter = counter
+        self.down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise redis.exceptions.ConnectionError("master down")
+
+    def acquire(self, key, fence_key, token, ttl_ms, holder, state="running", *, fence_floor=0):
+        self._check()
+        if key in self.locks:
+            held_token, task_id = self.locks[key]
+            return Conflict(task_id=task_id, host="h", pid=1, since_ms=0, pttl_ms=ttl_ms, heartbeat_ms=1000,
+                            state="running", same_token=held_token == token)
+        fence = max(self.counters.get(fence_key, self.start_counter) + 1, fence_floor)
+        self.counters[fence_key] = fence
+        self.locks[key] = (token, holder.task_id)
+        return Grant(fence=fence)
+
+    def raise_fence(self, fence_key, floor):
+        self._check()
+        self.counters[fence_key] = max(self.counters.get(fence_key, self.start_counter), floor)
+        return self.counters[fence_key]
+
+    def release(self, key, token):
+        self._check()
+        if self.locks.get(key, (None,))[0] == token:
+            del self.locks[key]
+            return True
+        return False
+
+    def release_many(self, items):
+        return [self.release(key, token) for key, token in items]
+
+    def renew(self, items):
+        self._check()
+        return [self.locks.get(key, (None,))[0] == token for key, token, _ in items]
+
+    def holder(self, key):
+        self._check()
+        return {"token": self.locks[key][0]} if key in self.locks else None
+
+    def close(self):
+        pass
+
+
+def quorum(masters: Sequence[MemoryMaster]) -> QuorumStore:
+    return QuorumStore(list(masters), node_timeout=2.0, split_retry_delay=0.001)
+
+
+def test_a_majority_grants_and_a_minority_does_not():
+    masters = [MemoryMaster() for _ in range(5)]
+    store = quorum(masters)
+    assert isinstance(store.acquire("k", "f", "t1", 5000, HOLDER), Grant)
+    assert sum("k" in m.locks for m in masters) >= 3  # the rest may still be answering
+
+    outcome = store.acquire("k", "f", "t2", 5000, Holder("other", "h", 2, 0, 1000))
+    assert isinstance(outcome, Conflict) and outcome.task_id == "me"  # the holder, as a master sees it
+    assert all(m.locks["k"][0] == "t1" for m in masters if "k" in m.locks)  # the loser left nothing
+
+
+def test_a_failed_acquire_is_undone_everywhere():
+    masters = [MemoryMaster() for _ in range(3)]
+    masters[0].locks["k"] = ("someone", "other")  # two of three hold someone else's lock
+    masters[1].locks["k"] = ("someone", "other")
+    store = quorum(masters)
+
+    assert isinstance(store.acquire("k", "f", "mine", 5000, HOLDER), Conflict)
+    assert "k" not in masters[2].locks  # granted there, released again
+
+
+def test_majority_down_is_a_backend_error_not_a_conflict():
+    masters = [MemoryMaster() for _ in range(3)]
+    masters[0].down = masters[1].down = True
+    store = quorum(masters)
+
+    with pytest.raises(QuorumUnavailable) as info:
+        store.acquire("k", "f", "t", 5000, HOLDER)
+    assert isinstance(info.value, redis.exceptions.ConnectionError)  # so on_lock_error applies
+    assert "k" not in masters[2].locks
+
+
+def test_renewal_keeping_less_than_a_majority_is_a_loss():
+    masters = [MemoryMaster() for _ in range(5)]
+    store = quorum(masters)
+    store.acquire("k", "f", "t", 5000, HOLDER)
+    for m in masters[:2]:
+        del m.locks["k"]
+    assert store.renew([("k", "t", 5000)]) == [True]  # three of five still hold it
+    del masters[2].locks["k"]
+    assert store.renew([("k", "t", 5000)]) == [False]  # two of five: lost
+
+
+def test_renewal_that_cannot_tell_raises_so_the_heartbeat_retries():
+    masters = [MemoryMaster() for _ in range(3)]
+    store = quorum(masters)
+    store.acquire("k", "f", "t", 5000, HOLDER)
+    masters[0].down = masters[1].down = True
+    with pytest.raises(QuorumUnavailable):
+        store.renew([("k", "t", 5000)])
+
+
+def test_release_answers_whether_a_majority_still_held_the_token():
+    masters = [MemoryMaster() for _ in range(3)]
+    store = quorum(masters)
+    store.acquire("k", "f", "t", 5000, HOLDER)
+    assert store.release("k", "t") is True
+    assert store.release("k", "t") is False
+
+
+def test_the_largest_counter_alone_would_go_backwards_the_settled_fence_does_not():
+    # Given master 0 ran far ahead (minority grants that were undone), master 2 is down.
+    masters = [MemoryMaster(100), MemoryMaster(5), MemoryMaster(5)]
+    masters[2].down = True
+    first = quorum(masters).acquire("k", "f", "a", 5000, HOLDER)
+    assert first == Grant(fence=101)  # the largest of (101, 6)
+    quorum(masters).release("k", "a")
+
+    # When the next holder's majority is masters 1 and 2 (master 0 now down), from another process:
+    masters[0].down, masters[2].down = True, False
+    second = quorum(masters).acquire("k", "f", "b", 5000, HOLDER)
+
+    # Then its fence is larger: master 1 was raised to 101 before 101 was handed out.
+    # (With the largest value alone master 1 would have said 7, master 2 said 6: fence 7 < 101.)
+    assert isinstance(second, Grant) and second.fence > 101
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sets(st.integers(0, 4), max_size=2), st.integers(0, 4), st.integers(0, 50)),
+                min_size=1, max_size=40))
+def test_fences_strictly_increase_whatever_minority_is_down_or_ahead(steps: List[Tuple[set, int, int]]):
+    masters = [MemoryMaster() for _ in range(5)]
+    fences: List[int] = []
+    for down, bumped, bump in steps:
+        masters[bumped].counters["f"] = masters[bumped].counters.get("f", 0) + bump  # a minority ran ahead
+        for i, m in enumerate(masters):
+            m.down = i in down  # at most two of five down: a majority is up
+        store = quorum(masters)  # every holder is a new process: no floor remembered
+        token = new_token()
+        outcome = store.acquire("k", "f", token, 5000, HOLDER)
+        assert isinstance(outcome, Grant)
+        fences.append(outcome.fence)
+        store.release("k", token)
+        for m in masters:  # a lock left on a master that was down when released expires
+            m.locks.pop("k", None)
+    assert all(b > a for a, b in zip(fences, fences[1:])), fences
+
+
+def test_split_votes_are_retried_after_a_random_delay():
+    masters = [MemoryMaster() for _ in range(5)]
+    masters[4].down = True
+    masters[0].locks["k"] = masters[1].locks["k"] = ("racer", "racer")  # 2 each of 4: nobody a majority
+    store = quorum(masters)
+    attempts: List[int] = []
+    original = store._take
+
+    def counted(*args, **kwargs):
+        attempts.append(1)
+        if len(attempts) == 2:
+            masters[0].locks.clear()  # the racer gave up after its own failed attempt
+            masters[1].locks.clear()
+        return original(*args, **kwargs)
+
+    store._take = counted  # type: ignore[assignment]
+    assert isinstance(store.acquire("k", "f", "t", 5000, HOLDER), Grant)
+    assert len(attempts) == 2
