@@ -113,7 +113,8 @@ class LockStore:
         try:
             return self.client.execute_command("EVALSHA", script.sha, numkeys, *keys_and_args)
         except NoScriptError:
-            return script(keys=keys_and_args[:numkeys], args=keys_and_args[numkeys:])
+            self.client.script_load(script.script)
+            return self.client.execute_command("EVALSHA", script.sha, numkeys, *keys_and_args)
 
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running", *, fence_floor: int = 0) -> Outcome:
