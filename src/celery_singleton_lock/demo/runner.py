@@ -14,6 +14,7 @@ an embedded redis-server is stopped.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import signal
@@ -245,6 +246,9 @@ class DemoRun:
             for name in ("beat", "worker"):
                 if name in self.children:
                     self.children.pop(name).stop(timeout=8)
+            # An AsyncResult unsubscribes from Redis when collected: drop them while Redis is up.
+            self.results.clear()
+            gc.collect()
             if self.app_module is not None:
                 self.app_module.app.close()
             if self.client is not None and self.claimed:
@@ -278,8 +282,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             parser.error("--plot needs matplotlib: pip install 'celery-singleton-lock[demo]'")
-    return DemoRun(short=args.short, plot=args.plot, external=args.external,
+    code = DemoRun(short=args.short, plot=args.plot, external=args.external,
                    concurrency=args.concurrency).run()
+    if code == 130:
+        # Stopped by Ctrl-C and cleaned up: a further Ctrl-C while the interpreter exits must not
+        # turn the exit status into "killed by SIGINT".
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
 
 
 if __name__ == "__main__":
