@@ -255,7 +255,9 @@ class DemoRun:
                 try:
                     self._delete_keys()
                     left = sum(1 for _ in self.client.scan_iter(match=self._keys_to_delete(), count=500))
-                    self.view.say(f"cleaned up: worker and beat stopped, demo keys deleted ({left} left under "
+                    stopped = "the worker and beat are not ours: left running" if self.external \
+                        else "worker and beat stopped"
+                    self.view.say(f"cleaned up: {stopped}, demo keys deleted ({left} left under "
                                   f"{self._keys_to_delete()})")
                 except (redis.RedisError, OSError) as exc:
                     self.view.say(f"could not delete the demo's keys: {exc!r}")
