@@ -226,9 +226,11 @@ def clear_lock(store: LockStore, record: LockRecord, *, force: bool = False) -> 
     """Delete ``record``'s lock if it still has the token that was read, refusing a live one unless ``force``."""
     who = f"task {record.task_id or '?'} on {record.host or '?'} pid {record.pid or '?'}"
     if record.live and not force:
+        risk = ("a second copy be queued beside that message" if record.state == "queued"
+                else "a duplicate run beside that execution")
         return ClearResult(record, False, (
-            f"refused: {record.key} is held by {who}; {record.reason}. Clearing it would let a duplicate run "
-            "beside that execution. Pass --force to clear it anyway."))
+            f"refused: {record.key} is held by {who}; {record.reason}. Clearing it would let {risk}. "
+            "Pass --force to clear it anyway."))
     if not store.release(record.key, record.token):
         return ClearResult(record, False, (
             f"not cleared: {record.key} was released or changed hands since it was read; nothing was deleted"))
