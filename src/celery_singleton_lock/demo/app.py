@@ -34,7 +34,10 @@ app = Celery("csl_demo", broker=config.redis_url, backend=config.redis_url)
 app.conf.update(
     singleton_lock_prefix=config.lock_prefix,
     broker_transport_options={"global_keyprefix": config.broker_prefix},
-    result_backend_transport_options={"global_keyprefix": config.result_prefix},
+    # A lost Redis must end the demo, not hang its clean-up in endless reconnects.
+    result_backend_transport_options={"global_keyprefix": config.result_prefix,
+                                      "retry_policy": {"max_retries": 2, "interval_start": 0.2,
+                                                       "interval_step": 0.2, "interval_max": 0.5}},
     broker_connection_retry_on_startup=True,
     worker_prefetch_multiplier=1,
     worker_hijack_root_logger=True,

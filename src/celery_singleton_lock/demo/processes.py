@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Dict, List, Optional
 
@@ -81,9 +82,12 @@ class Child:
         except FileNotFoundError:
             return ""
 
-    def wait_for_log(self, text: str, timeout: float) -> None:
+    def wait_for_log(self, text: str, timeout: float, stop: Optional[threading.Event] = None) -> None:
+        """Wait until ``text`` appears in the log; returns early when ``stop`` is set."""
         deadline = time.monotonic() + timeout
         while text not in self.log():
+            if stop is not None and stop.is_set():
+                return
             if not self.alive():
                 raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self.log()[-3000:]}")
             if time.monotonic() > deadline:

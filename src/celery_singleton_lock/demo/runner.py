@@ -20,6 +20,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from types import ModuleType
@@ -38,12 +39,8 @@ from .workload import round_calls
 __all__ = ["main", "DemoRun"]
 
 
-class _Stop(KeyboardInterrupt):
-    """SIGTERM, handled like Ctrl-C."""
-
-
-def _raise_stop(signum: int, frame: Any) -> None:
-    raise _Stop()
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM, raised at the runner's own check points."""
 
 
 class DemoRun:
@@ -70,10 +67,14 @@ class DemoRun:
         self.t0 = time.time()
         self.started = time.monotonic()
         self._owner_refreshed = 0.0
+        # Ctrl-C sets this instead of raising KeyboardInterrupt wherever Python happens to be:
+        # an interrupt raised inside a finalizer (a redis-py pool's __del__) is swallowed,
+        # and the demo would run on.
+        self.stop = threading.Event()
 
     # -- the whole run -------------------------------------------------------------------------
     def run(self) -> int:
-        previous = signal.signal(signal.SIGTERM, _raise_stop)
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
         code = 2
         try:
             self._start()
@@ -81,7 +82,7 @@ class DemoRun:
             unfinished = self._drain()
             self._stop_worker()
             code = self._finish(unfinished)
-        except KeyboardInterrupt:
+        except (Interrupted, KeyboardInterrupt):
             self.view.say("\ninterrupted: stopping the worker, beat and Redis, deleting the demo's keys ...")
             code = 130
         except RuntimeError as exc:
@@ -89,8 +90,21 @@ class DemoRun:
             code = 2
         finally:
             self._clean_up()
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
         return code
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.stop.set()
+
+    def _checkpoint(self) -> None:
+        if self.stop.is_set():
+            raise Interrupted()
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep, waking at once on Ctrl-C."""
+        if self.stop.wait(seconds):
+            raise Interrupted()
 
     # -- start ---------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -114,7 +128,8 @@ class DemoRun:
         if not self.external:
             self.view.say(f"starting a prefork worker (-c {self.concurrency}) ...")
             worker = self.children["worker"] = start_worker(self.workdir, env, self.concurrency)
-            worker.wait_for_log(" ready.", 90)
+            worker.wait_for_log(" ready.", 90, self.stop)
+            self._checkpoint()
             self.view.say(f"worker ready (pid {worker.pid}); starting beat (demo.report every "
                           f"{self.config.report_every:g}s, its body takes {self.config.report_seconds:g}s) ...")
             self.children["beat"] = start_beat(self.workdir, env)
@@ -162,6 +177,7 @@ class DemoRun:
             self.view.say(f"{time.time() - self.t0:6.1f}s  == round {round_no + 1}/{self.rounds}: sending "
                           f"{len(calls)} calls (a duplicate burst and a distinct call per policy)")
             for call in calls:
+                self._checkpoint()
                 result = app.tasks[call.task].apply_async((call.account,), {"seq": call.seq})
                 self.results.append((call.task, result))
                 self.sent[call.task] += 1
@@ -173,7 +189,7 @@ class DemoRun:
             remaining = until - time.monotonic()
             if remaining <= 0:
                 return
-            time.sleep(min(0.25, remaining))
+            self._pause(min(0.25, remaining))
 
     def _held(self) -> List[LockRecord]:
         assert self.client is not None and self.config is not None
@@ -217,7 +233,7 @@ class DemoRun:
             if time.monotonic() > deadline:
                 self.view.say(f"warning: {len(pending)} call(s) still unfinished after {timeout:g}s")
                 return max(len(pending), 1)
-            time.sleep(0.2)
+            self._pause(0.2)
 
     def _stop_worker(self) -> None:
         if "worker" in self.children:
@@ -241,7 +257,7 @@ class DemoRun:
 
     def _clean_up(self) -> None:
         """Stop every child by PID and group, delete the demo's keys; runs on every exit path."""
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the clean-up
+        self.stop.clear()  # a second Ctrl-C only sets the flag again: it cannot cut the clean-up short
         try:
             for name in ("beat", "worker"):
                 if name in self.children:
@@ -267,7 +283,7 @@ class DemoRun:
                 self.view.say("embedded redis-server stopped")
             shutil.rmtree(self.workdir, ignore_errors=True)
         finally:
-            signal.signal(signal.SIGINT, old_int)
+            self.stop.clear()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -287,7 +303,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     code = DemoRun(short=args.short, plot=args.plot, external=args.external,
                    concurrency=args.concurrency).run()
     if code == 130:
-        # Stopped by Ctrl-C and cleaned up: a further Ctrl-C while the interpreter exits must not
+        # Stopped by Ctrl-C and cleaned up: one more Ctrl-C while the interpreter exits must not
         # turn the exit status into "killed by SIGINT".
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code
