@@ -78,7 +78,7 @@ def retry_job(self: Any, account: str, seq: int = 0, seconds: float = 0.5) -> Di
 
 
 @app.task(name="demo.wait", on_locked="wait", lock_wait_timeout=15, **_COMMON)
-def wait_job(self: Any, account: str, seq: int = 0, seconds: float = 0.4) -> Dict[str, Any]:
+def wait_job(self: Any, account: str, seq: int = 0, seconds: float = 1.0) -> Dict[str, Any]:
     """A duplicate blocks until the holder releases (woken by the release, no polling)."""
     return _work(self, f"wait({account})", seconds)
 
