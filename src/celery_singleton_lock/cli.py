@@ -1,0 +1,216 @@
+"""``celery locks``: list, show and clear the locks of an app, for the operator at 3 a.m.
+
+Registered as a Celery sub-command through the ``celery.commands`` entry point,
+so it runs with the app's own configuration::
+
+    celery -A proj locks list [--task NAME] [--json]
+    celery -A proj locks show KEY [--json]
+    celery -A proj locks clear KEY [--force]
+    celery -A proj locks clear --task NAME --stale
+
+and the same without Celery's launcher: ``python -m celery_singleton_lock --app proj list``.
+
+``KEY`` is a full key name, a digest, or the first characters of one (as
+printed by ``list``). Locks are found with SCAN, never KEYS. ``clear`` deletes a
+lock only if it still has the token that was read, and refuses a lock whose
+holder is still renewing it unless ``--force`` (and says why), because deleting
+a live lock lets a duplicate run beside the holder.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, List, NoReturn, Optional, Sequence
+
+import click
+from celery.bin.base import handle_preload_options
+
+from .options import resolve_settings
+from .runtime import LockRuntime, runtime_for
+from .store.admin import LockRecord, clear_lock, find_locks, scan_locks
+
+__all__ = ["locks", "main"]
+
+#: Digest characters shown by ``list`` (enough to be unique; ``show``/``clear`` accept them).
+SHORT_DIGEST = 12
+
+
+def _runtime(ctx: click.Context) -> LockRuntime:
+    app = ctx.obj.app
+    settings = resolve_settings(app.conf)
+    if isinstance(settings.url, tuple):
+        _fail("singleton_lock_url is a list of Redis servers (a quorum lock); `locks` works on one server: "
+              "run it against an app configured with one of the URLs")
+    return runtime_for(app)
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"locks: {message}", err=True)
+    sys.exit(1)
+
+
+def _duration(ms: Optional[int]) -> str:
+    """A short human duration: 850ms, 12.4s, 4m05s, 2h03m, 3d04h."""
+    if ms is None:
+        return "?"
+    if ms < 0:
+        return "never" if ms == -1 else "?"
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def _flags(record: LockRecord) -> str:
+    names = [name for name, on in (("queued", record.state == "queued"), ("stale", record.stale),
+                                   ("lost", record.lost)) if on]
+    return ",".join(names) or "-"
+
+
+def _public(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
+    data = record.as_dict()
+    if not with_token:
+        data.pop("token")
+    return data
+
+
+def _table(records: Sequence[LockRecord]) -> str:
+    header = ("TASK", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS")
+    rows = [(r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), r.state,
+             r.task_id or "?", r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms),
+             _flags(r)) for r in records]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in [header, *rows])
+
+
+def _one(runtime: LockRuntime, key: str) -> LockRecord:
+    found = find_locks(runtime.store.client, runtime.layout, key)
+    if not found:
+        _fail(f"no lock named {key!r} under prefix {runtime.layout.prefix!r} (released already, or a typo?)")
+    if len(found) > 1:
+        _fail(f"{key!r} names {len(found)} locks; give more characters or the full key:\n"
+              + "\n".join(f"  {r.key}" for r in found))
+    return found[0]
+
+
+# -- the commands -----------------------------------------------------------------------------------
+@click.group(name="locks")
+@click.pass_context
+@handle_preload_options
+def locks(ctx: click.Context) -> None:
+    """Inspect and clear celery-singleton-lock locks (SCAN only; clear by token)."""
+
+
+@locks.command(name="list")
+@click.option("--task", "task", default=None, help="Only the locks of this task name.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array, for scripts.")
+@click.pass_context
+def list_(ctx: click.Context, task: Optional[str], as_json: bool) -> None:
+    """List held locks: task, key digest, holder task id, host, pid, age, TTL left, stale/lost flags."""
+    runtime = _runtime(ctx)
+    records: List[LockRecord] = sorted(scan_locks(runtime.store.client, runtime.layout, task),
+                                       key=lambda r: (r.task, r.since_ms or 0))
+    if as_json:
+        click.echo(json.dumps([_public(r) for r in records], indent=2))
+    elif records:
+        click.echo(_table(records))
+    else:
+        click.echo(f"no locks held under prefix {runtime.layout.prefix!r}" + (f" for task {task}" if task else ""))
+
+
+@locks.command()
+@click.argument("key")
+@click.option("--json", "as_json", is_flag=True, help="Every field as JSON, token included.")
+@click.pass_context
+def show(ctx: click.Context, key: str, as_json: bool) -> None:
+    """Show one lock (full key, digest, or its first characters) and why it is live, stale or lost."""
+    record = _one(_runtime(ctx), key)
+    if as_json:
+        click.echo(json.dumps(_public(record, with_token=True), indent=2))
+        return
+    for label, value in (
+        ("key", record.key), ("task", record.task), ("digest", record.digest), ("state", record.state),
+        ("holder task id", record.task_id or "?"), ("host", record.host or "?"), ("pid", record.pid or "?"),
+        ("age", _duration(record.age_ms) + " (by the holder's clock)"),
+        ("lease", _duration(record.ttl_ms)), ("ttl left", _duration(record.pttl_ms)),
+        ("heartbeat", _duration(record.heartbeat_ms)),
+        ("last renewal", _duration(record.since_renewal_ms) + " ago" if record.since_renewal_ms is not None
+         else "-"),
+        ("fencing token", record.fence if record.fence is not None else "?"),
+        ("flags", _flags(record)), ("verdict", record.reason),
+    ):
+        click.echo(f"{label:>15}: {value}")
+
+
+@locks.command()
+@click.argument("key", required=False)
+@click.option("--task", "task", default=None, help="With --stale: only this task's locks.")
+@click.option("--stale", is_flag=True, help="Clear every stale or lost lock (holder not renewing).")
+@click.option("--force", is_flag=True, help="Clear KEY even though its holder still renews it.")
+@click.pass_context
+def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bool, force: bool) -> None:
+    """Delete a lock by token: KEY, or every stale one with --stale [--task NAME].
+
+    A lock whose holder still renews it is refused unless --force: its task is
+    running, and clearing the lock lets a duplicate run beside it.
+    """
+    if key is None and not stale:
+        raise click.UsageError("give a KEY, or --stale (with --task NAME to limit it to one task)")
+    if stale and force:
+        raise click.UsageError("--stale clears only locks nobody renews; --force is for one KEY")
+    if key is not None and task is not None:
+        raise click.UsageError("--task filters --stale; a KEY already names its task")
+    runtime = _runtime(ctx)
+    if key is not None:
+        result = clear_lock(runtime.store, _one(runtime, key), force=force)
+        click.echo(result.message, err=not result.cleared)
+        sys.exit(0 if result.cleared else 1)
+    cleared = kept = 0
+    for record in scan_locks(runtime.store.client, runtime.layout, task):
+        if record.live:
+            kept += 1
+            continue
+        result = clear_lock(runtime.store, record)
+        cleared += result.cleared
+        click.echo(result.message)
+    scope = f"task {task}" if task else f"prefix {runtime.layout.prefix!r}"
+    click.echo(f"cleared {cleared} stale lock(s) of {scope}; left {kept} live lock(s) alone")
+
+
+# -- ``python -m celery_singleton_lock`` --------------------------------------------------------------
+@dataclass
+class _Standalone:
+    """What the commands need from Celery's CLI context when Celery's launcher is not used."""
+
+    app: Any
+
+
+@click.group(name="python -m celery_singleton_lock")
+@click.option("-A", "--app", "app_name", envvar="CELERY_APP", default=None,
+              help="The Celery app, as for celery -A (module or module:attribute).")
+@click.pass_context
+def main(ctx: click.Context, app_name: Optional[str]) -> None:
+    """Inspect and clear celery-singleton-lock locks of a Celery app."""
+    from celery import current_app
+    from celery.app.utils import find_app
+
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # like `celery -A`: the app module is looked up from the working directory
+    ctx.obj = _Standalone(app=find_app(app_name) if app_name else current_app)
+
+
+for _command in (list_, show, clear):
+    main.add_command(_command)
+del _command
