@@ -171,7 +171,10 @@ def _duplicate(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
                kwargs: Mapping[str, Any]) -> Tuple[Grant, float]:
     """Resolve a conflict into a grant, or raise what the task's outcome must be."""
     if conflict.task_id and conflict.task_id == attempt.request.id:
-        return _redelivery(attempt, conflict)
+        try:
+            return _redelivery(attempt, conflict)
+        except _OtherHolder as other:
+            conflict = other.conflict  # now an ordinary duplicate of that call
     policy = attempt.options.on_locked
     if policy == "wait":
         return _wait(attempt, conflict)
@@ -216,17 +219,22 @@ def _redelivery(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
 
     If that delivery is alive it renews the lock within one heartbeat, and this copy
     stores nothing. If it died without releasing (its whole worker was killed and the
-    broker redelivered at once), the lock runs out and this copy takes over and runs.
+    broker redelivered at once), no renewal comes: this copy waits for the lock to run
+    out and then runs, so the task is not lost.
     """
     holder_heartbeat = (conflict.heartbeat_ms or attempt.options.heartbeat * 1000) / 1000.0
     first_seen, first_pttl = time.monotonic(), conflict.pttl_ms
-    deadline = first_seen + 1.5 * holder_heartbeat + 0.25
+    alive_deadline = first_seen + 1.5 * holder_heartbeat + 0.25  # a live holder renews before this
+    outcome: Union[Grant, Conflict] = conflict
     with attempt.runtime.store.release_events(attempt.key) as events:
-        outcome: Union[Grant, Conflict] = conflict
         while True:
             assert isinstance(outcome, Conflict)
-            if events.wait(min(deadline - time.monotonic(), max(outcome.pttl_ms, 1) / 1000.0 + 0.01)):
-                break  # the other delivery finished and released: it ran, we must not
+            timeout = max(outcome.pttl_ms, 1) / 1000.0 + 0.01
+            now = time.monotonic()
+            if now < alive_deadline:
+                timeout = min(timeout, alive_deadline - now)
+            if events.wait(timeout):
+                break  # the other delivery finished and released: it ran, this copy must not
             outcome, started = attempt.acquire()
             if isinstance(outcome, Grant):
                 logger.warning("singleton lock: %s[%s]: the earlier delivery's lock %s ran out without "
@@ -234,12 +242,20 @@ def _redelivery(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
                                attempt.key)
                 return outcome, started
             if outcome.task_id != attempt.request.id:
-                break  # someone else's execution now: the original delivery finished
+                raise _OtherHolder(outcome)  # the dead delivery's lock ran out and another call took it
             elapsed_ms = (time.monotonic() - first_seen) * 1000
-            if outcome.pttl_ms > first_pttl - elapsed_ms + 250 or time.monotonic() >= deadline:
+            if outcome.pttl_ms > first_pttl - elapsed_ms + 250:
                 break  # renewed: the first delivery is alive
     attempt.conflict(conflict, "ignore")
     raise Ignore()
+
+
+class _OtherHolder(Exception):
+    """Internal: while a redelivery waited, a different call took the lock."""
+
+    def __init__(self, conflict: Conflict) -> None:
+        super().__init__(conflict.task_id)
+        self.conflict = conflict
 
 
 def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],

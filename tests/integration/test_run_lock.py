@@ -257,3 +257,19 @@ def test_a_redelivered_message_does_not_run_beside_the_first_delivery(proj, star
     assert len(intervals) == 1
     redelivered = [w for w in workers if f"{result.id}] is a duplicate (ignore)" in w.log()]
     assert redelivered, "the broker never redelivered the message: the test proved nothing"
+
+
+def test_a_redelivery_runs_when_the_first_delivery_died_holding_the_lock(proj, start_worker, events_redis):
+    env = {"CSL_VISIBILITY_TIMEOUT": "2", "CSL_ACKS_LATE": "1"}
+    doomed = start_worker(concurrency=1, env=env)
+    result = proj.quick_ttl.delay("k", duration=4)  # lock_ttl=3, lock_heartbeat=1
+    first = wait_started(events_redis, 1)[0]
+    os.killpg(doomed.pid, signal.SIGKILL)  # dies holding the lock, message unacked
+    killed_at = time.time()
+    start_worker(concurrency=1, env=env)
+
+    assert result.get(timeout=40)["key"] == "k"  # the redelivered copy ran: the task was not lost
+    starts = records(events_redis, "started")
+    assert [s["id"] for s in starts] == [result.id, result.id]
+    assert starts[1]["pid"] != first["pid"]
+    assert starts[1]["start"] >= killed_at  # after the dead holder's lock ran out, never beside it

@@ -72,11 +72,17 @@ class RedisServer:
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
         deadline = time.monotonic() + timeout
-        while not reachable(probe_url, 0.2):
+        # Answering is not enough: another server may own the port while ours failed to bind it.
+        while not (reachable(probe_url, 0.2) and self._owns_port()):
             if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
                 raise RuntimeError(f"redis-server on port {self.port} did not start")
             time.sleep(0.05)
         return self
+
+    def _owns_port(self) -> bool:
+        time.sleep(0.05)  # a server that cannot bind exits at once
+        return self.process is not None and self.process.poll() is None
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
