@@ -145,7 +145,9 @@ def test_a_killed_worker_frees_its_locks_within_the_ttl(proj, start_worker, even
         return result.get(timeout=20) is not None
 
     wait_for(duplicate_ran, 3 + 1 + 2, interval=0.2, what="the duplicate to run on the fresh worker")
-    assert time.monotonic() - killed_at <= 3 + 1 + 0.5  # lock_ttl + one heartbeat (+ round-trip slack)
+    elapsed = time.monotonic() - killed_at
+    print(f"[measured] whole worker SIGKILLed: a duplicate ran {elapsed * 1000:.0f} ms later (lock_ttl=3 s)")
+    assert elapsed <= 3 + 1 + 0.5  # lock_ttl + one heartbeat (+ round-trip slack)
     assert fresh.process.poll() is None
 
 
