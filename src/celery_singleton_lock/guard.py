@@ -222,6 +222,11 @@ def _redelivery(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
     broker redelivered at once), no renewal comes: this copy waits for the lock to run
     out and then runs, so the task is not lost.
     """
+    if conflict.state == "queued":
+        # The task re-queued itself (self.retry() under queued_or_running): this is a stale
+        # copy of the message that retry replaced.
+        attempt.conflict(conflict, "ignore")
+        raise Ignore()
     holder_heartbeat = (conflict.heartbeat_ms or attempt.options.heartbeat * 1000) / 1000.0
     first_seen, first_pttl = time.monotonic(), conflict.pttl_ms
     alive_deadline = first_seen + 1.5 * holder_heartbeat + 0.25  # a live holder renews before this
