@@ -39,28 +39,41 @@ def _is_our_child(pid: object) -> bool:
 
 
 class ChildWatch:
-    """One thread in the worker's main process, waiting on the pidfds of busy children."""
+    """One thread in the worker's main process, waiting on the pidfds of pool children.
+
+    A child's pidfd stays open for the child's whole life, so a task only adds or
+    removes itself from a set: no syscall and no thread wake-up per task.
+    """
 
     supported = hasattr(os, "pidfd_open")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._watched: Dict[int, Tuple[int, Set[Any]]] = {}  # pid -> (pidfd, requests)
+        self._watched: Dict[int, Tuple[int, Set[Any]]] = {}  # pid -> (pidfd, running requests)
+        self._not_children: Set[int] = set()  # ids that green pools report: never processes of ours
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe()
 
     def watch(self, pid: int, request: Any) -> None:
         """Release ``request``'s lock if process ``pid`` exits before :meth:`forget`."""
-        if not self.supported or not _is_our_child(pid):
-            return  # green pools report a greenlet id, not a process: nothing to watch
+        if not self.supported:
+            return
         with self._lock:
             entry = self._watched.get(pid)
-            if entry is None:
-                try:
-                    entry = self._watched[pid] = (os.pidfd_open(pid), set())  # type: ignore[attr-defined]
-                except (OSError, OverflowError):  # already gone, or not permitted: billiard will tell
-                    return
-            entry[1].add(request)
+            if entry is not None:
+                entry[1].add(request)
+                return
+        if pid in self._not_children or not _is_our_child(pid):
+            self._not_children.add(pid)  # a greenlet id, not a process: nothing to watch
+            return
+        try:
+            pidfd = os.pidfd_open(pid)  # type: ignore[attr-defined]
+        except (OSError, OverflowError):  # already gone, or not permitted: billiard will tell
+            return
+        with self._lock:
+            self._watched.setdefault(pid, (pidfd, set()))[1].add(request)
+            if self._watched[pid][0] != pidfd:
+                os.close(pidfd)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="singleton-lock-childwatch", daemon=True)
                 self._thread.start()
@@ -72,20 +85,14 @@ class ChildWatch:
             entry = self._watched.get(pid)
             if entry is not None:
                 entry[1].discard(request)
-                if not entry[1]:
-                    del self._watched[pid]
-                    os.close(entry[0])
 
     def _run(self) -> None:
         while True:
             with self._lock:
-                if not self._watched:
-                    self._thread = None
-                    return
                 by_fd = {fd: pid for pid, (fd, _) in self._watched.items()}
             try:
-                readable, _, _ = select.select([self._wake_r, *by_fd], [], [], 1.0)
-            except (OSError, ValueError):  # an fd closed by forget() meanwhile: look again
+                readable, _, _ = select.select([self._wake_r, *by_fd], [], [])
+            except (OSError, ValueError):  # an fd closed meanwhile: look again
                 continue
             if self._wake_r in readable:
                 os.read(self._wake_r, 4096)
@@ -100,7 +107,8 @@ class ChildWatch:
                 return
             del self._watched[pid]
             os.close(fd)
-        for request in entry[1]:
+            requests = list(entry[1])
+        for request in requests:
             try:
                 request.release_for_child(f"pool process {pid} exited")
             except Exception:

@@ -145,17 +145,43 @@ def _hold(attempt: _Attempt, grant: Grant, started: float, body: Callable[[], An
             # self.retry() under queued_or_running handed the lock to the retry's message.
             runtime.renewer.drop(lease)
         else:
-            release(runtime, lease, attempt.task, attempt.request.id)
+            # In a worker, the reply to the release is read off the task's path (Redis applies
+            # the release at once); eager runs wait, so the caller sees the lock gone on return.
+            release(runtime, lease, attempt.task, attempt.request.id, wait=bool(attempt.request.is_eager))
 
 
-def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str]) -> bool:
-    """Stop renewing and compare-and-delete; a failure is logged, the TTL frees the lock later."""
+def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str], *,
+            wait: bool = True) -> Optional[bool]:
+    """Stop renewing and compare-and-delete by token.
+
+    With ``wait=False`` the release is sent and applied by Redis at once, but its reply
+    (was the token still ours?) is read later, off the task's path; the report follows then.
+    A failure is logged: the TTL frees the lock later.
+    """
+    store = runtime.store
+    if not wait and hasattr(store, "release_nowait"):
+        runtime.renewer.drop(lease, wake=False)
+        try:
+            store.release_nowait(lease.key, lease.token,
+                                 lambda reply: _released(runtime, lease, task, task_id, reply))
+        except BACKEND_ERRORS as exc:
+            _released(runtime, lease, task, task_id, exc)
+        runtime.renewer.nudge()
+        return None
     runtime.renewer.drop(lease)
     try:
-        released = runtime.store.release(lease.key, lease.token)
+        reply: Any = store.release(lease.key, lease.token)
     except BACKEND_ERRORS as exc:
-        logger.warning("singleton lock: releasing %s failed (%r); it expires within its TTL", lease.key, exc)
+        reply = exc
+    return _released(runtime, lease, task, task_id, reply)
+
+
+def _released(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str], reply: Any) -> bool:
+    """Report what Redis answered to a release."""
+    if isinstance(reply, BaseException):
+        logger.warning("singleton lock: releasing %s failed (%r); it expires within its TTL", lease.key, reply)
         return False
+    released = bool(reply)
     if not released and not lease.lost.is_set():
         # The token was gone before we let go (paused past the TTL): the body ran unguarded
         # for a while and another execution may have run beside it. Say so.

@@ -143,3 +143,28 @@ def test_redis_down_is_retried_and_lost_only_after_the_ttl(redis_server):
         redis_server.resume()
         renewer.close()
         client.close()
+
+
+def test_release_nowait_is_applied_at_once_and_reported_later(store):
+    key = LAYOUT.lock("job", "lane")
+    store.acquire(key, FENCE, "tok", 5000, holder())
+    replies = []
+
+    store.release_nowait(key, "tok", replies.append)
+    wait_for(lambda: store.client.exists(key) == 0, 1, interval=0.001, what="the release to be applied")
+    assert replies == [] and store.owes_replies  # applied by Redis; the reply is not read yet
+
+    store.release_nowait(key, "tok", replies.append)  # a second release: token gone
+    store.client.script_flush()  # a flush cannot turn a sent release into NOSCRIPT
+    store.drain()
+    assert replies == [True, False] and not store.owes_replies
+
+
+def test_the_next_acquire_reads_owed_replies_first(store):
+    key = LAYOUT.lock("job", "lane2")
+    store.acquire(key, FENCE, "a", 5000, holder())
+    replies = []
+    store.release_nowait(key, "a", replies.append)
+
+    assert isinstance(store.acquire(key, FENCE, "b", 5000, holder()), Grant)
+    assert replies == [True]

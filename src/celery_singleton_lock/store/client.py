@@ -12,12 +12,13 @@ import secrets
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 from redis.exceptions import NoScriptError
 
 from . import scripts
+from .lane import ReleaseLane
 
 __all__ = ["LockStore", "Grant", "Conflict", "Holder", "new_token"]
 
@@ -106,6 +107,9 @@ class LockStore:
         self._adopt = client.register_script(scripts.ADOPT)
         self._requeue = client.register_script(scripts.REQUEUE)
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
+        # Cluster clients route per slot and have no single pool: they release synchronously.
+        pool = getattr(client, "connection_pool", None)
+        self._lane = ReleaseLane(pool, scripts.RELEASE) if isinstance(client, redis.Redis) and pool else None
 
     def _evalsha(self, script: Any, *keys_and_args: Any, numkeys: int) -> Any:
         """EVALSHA straight on the client (the hot path skips ``Script.__call__``'s layers);
@@ -119,6 +123,8 @@ class LockStore:
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running", *, fence_floor: int = 0) -> Outcome:
         """Take ``key`` if free; ``fence_floor`` (a quorum's proposal) lifts the fencing counter."""
+        if self._lane is not None and self._lane.pending:
+            self._lane.drain()  # the previous task's release replies, already arrived by now
         reply = self._evalsha(self._acquire, key, fence_key, token, ttl_ms, holder.task_id, holder.host,
                               holder.pid, holder.since_ms, holder.heartbeat_ms, state, *_floor(fence_floor),
                               numkeys=2)
@@ -144,6 +150,26 @@ class LockStore:
         """Move the fencing counter up to at least ``floor``; returns its value afterwards."""
         return int(self._raise_fence(keys=(fence_key,), args=(floor,)))
 
+    def release_nowait(self, key: str, token: str, done: Callable[[Any], None]) -> None:
+        """Compare-and-delete without waiting for the reply (see :mod:`.lane`); ``done`` gets it later."""
+        if self._lane is None:
+            done(self.release(key, token))
+            return
+        try:
+            self._lane.send(key, token, done)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            done(self.release(key, token))  # the lane's connection broke: once more, the usual way
+
+    @property
+    def owes_replies(self) -> bool:
+        """Whether replies of :meth:`release_nowait` calls are still unread."""
+        return self._lane is not None and self._lane.pending > 0
+
+    def drain(self) -> None:
+        """Read the replies of earlier :meth:`release_nowait` calls."""
+        if self._lane is not None:
+            self._lane.drain()
+
     def release(self, key: str, token: str) -> bool:
         """Compare-and-delete: never removes a lock held under another token."""
         return bool(self._evalsha(self._release, key, token, numkeys=1))
@@ -166,6 +192,11 @@ class LockStore:
         return [bool(r) for r in self._evalsha(self._renew, *keys, *args, numkeys=len(keys))]
 
     def close(self) -> None:
+        if self._lane is not None:
+            try:
+                self._lane.close()
+            except redis.RedisError:
+                pass
         self.client.connection_pool.disconnect()
 
     def holder(self, key: str) -> Optional[dict]:

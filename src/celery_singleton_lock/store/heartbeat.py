@@ -97,13 +97,26 @@ class Renewer:
             elif lease.next_due < self._wake_at:
                 self._cond.notify()
 
-    def drop(self, lease: Lease) -> None:
-        """Stop renewing ``lease``; call before releasing it in Redis."""
+    def drop(self, lease: Lease, *, wake: bool = True) -> None:
+        """Stop renewing ``lease``; call before releasing it in Redis.
+
+        ``wake=False`` when the caller will :meth:`nudge` right after its release.
+        """
         with self._cond:
             lease.released = True
             self._leases.discard(lease)
-            if not self._leases:
+            if wake and not self._leases:
                 self._cond.notify()
+
+    def nudge(self) -> None:
+        """Wake the thread: a release was sent without waiting, its reply is to be read."""
+        with self._cond:
+            if self._thread is not None:
+                self._cond.notify()
+                return
+        drain = getattr(self._store, "drain", None)
+        if drain is not None:
+            drain()  # no thread (it lingered out): read the reply here
 
     def held(self) -> List[Lease]:
         with self._cond:
@@ -139,12 +152,13 @@ class Renewer:
     def _run(self) -> None:
         idle_since: Optional[float] = None
         while True:
+            owed = getattr(self._store, "owes_replies", False)
             with self._cond:
                 if self._closed:
                     self._thread = None
                     return
                 now = self._clock()
-                if not self._leases:
+                if not self._leases and not owed:
                     idle_since = now if idle_since is None else idle_since
                     remaining = self.idle_linger - (now - idle_since)
                     if remaining <= 0:
@@ -152,6 +166,16 @@ class Renewer:
                         return
                     self._wake_at = now + remaining
                     self._cond.wait(remaining)
+                    continue
+            if owed:  # replies of releases sent without waiting: read them off the task's path
+                try:
+                    self._store.drain()
+                except Exception as exc:
+                    logger.warning("singleton-lock heartbeat: reading release replies failed: %r", exc)
+                continue
+            with self._cond:
+                now = self._clock()
+                if not self._leases:
                     continue
                 idle_since = None
                 due = min(lease.next_due for lease in self._leases)
