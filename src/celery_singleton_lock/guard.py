@@ -155,7 +155,8 @@ def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str
     """Stop renewing and compare-and-delete by token.
 
     With ``wait=False`` the release is sent and applied by Redis at once, but its reply
-    (was the token still ours?) is read later, off the task's path; the report follows then.
+    (was the token still ours?) is read later, off the task's path (by the next acquire, or
+    within a heartbeat period by the renewal thread); the report follows then.
     A failure is logged: the TTL frees the lock later.
     """
     store = runtime.store
@@ -166,7 +167,8 @@ def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str
                                  lambda reply: _released(runtime, lease, task, task_id, reply))
         except BACKEND_ERRORS as exc:
             _released(runtime, lease, task, task_id, exc)
-        runtime.renewer.nudge()
+        # No wake-up per task: the reply is read by the next acquire (it has arrived by then),
+        # or by the heartbeat thread at its next tick when the process goes idle.
         return None
     runtime.renewer.drop(lease)
     try:

@@ -100,7 +100,8 @@ class Renewer:
     def drop(self, lease: Lease, *, wake: bool = True) -> None:
         """Stop renewing ``lease``; call before releasing it in Redis.
 
-        ``wake=False`` when the caller will :meth:`nudge` right after its release.
+        ``wake=False`` spares a busy worker a thread wake-up per task: the thread then
+        notices at its next tick that it holds nothing (and reads owed release replies).
         """
         with self._cond:
             lease.released = True
