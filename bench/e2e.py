@@ -20,7 +20,7 @@ import os
 import time
 import uuid
 from collections import defaultdict
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import redis
 

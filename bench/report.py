@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import platform
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from .stats import Series, Summary
 

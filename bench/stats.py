@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, TypeVar
+from typing import Dict, Iterable, List, Optional, Sequence, TypeVar
 
 __all__ = ["Summary", "Series", "interleave", "summarize", "ratio_series"]
 

@@ -20,7 +20,6 @@ from celery.exceptions import Ignore, Retry
 from . import signals
 from .exceptions import LockBackendError, LockedError
 from .handle import ExecutionLock
-from .options import LockOptions
 from .runtime import LockRuntime, runtime_for
 from .store import Conflict, Grant, Holder, Lease
 from .store.client import new_token

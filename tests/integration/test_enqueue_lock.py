@@ -180,7 +180,7 @@ def test_eager_mode_runs_under_the_run_lock(proj, lock_redis, events_redis):
 def test_signatures_groups_and_chains_take_the_enqueue_lock(proj, broker_redis):
     from celery import chain, group
 
-    first = proj.qor_job.s("k").apply_async()
+    proj.qor_job.s("k").apply_async()  # a signature takes the lock: the next "k" calls are duplicates
     in_group = group(proj.qor_job.s("k"), proj.qor_job.s("other")).apply_async()
     chain(proj.qor_job.s("k"), proj.storm.si("x")).apply_async()  # its head is a duplicate: skipped
 

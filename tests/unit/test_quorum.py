@@ -7,7 +7,7 @@ holders strictly increase.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import pytest
 import redis
