@@ -138,3 +138,17 @@ def test_fences_strictly_increase_across_1000_holders_while_masters_fail(five):
             os.kill(pid, signal.SIGCONT)
         store.close()
     assert len(fences) == 1000 and strictly_increasing(fences)
+
+
+def test_enqueue_lock_and_self_retry_on_three_masters(three, topo_proj, events_redis):
+    masters, _ = three
+    with app_on(topo_proj, masters.urls) as proj:
+        calls = [proj.qor_job.apply_async(("q",), {"duration": 0.5}, queue="quorum3") for _ in range(4)]
+        assert len({c.id for c in calls}) == 1  # one message published, the rest joined it
+        assert calls[0].get(timeout=30)["key"] == "q"
+
+        retried = proj.qor_self_retry.apply_async(("r",), queue="quorum3")  # keeps the lock across retry
+        wait_for(lambda: retried.state == "RETRY", 15, what="RETRY")
+        assert proj.qor_self_retry.apply_async(("r",), queue="quorum3").id == retried.id
+        assert retried.get(timeout=30) == 1
+    wait_for(lambda: _no_lock_left(masters, range(3)), 5, what="every lock released on every master")
