@@ -111,8 +111,20 @@ class Child:
                 self.process.wait(5)
             except subprocess.TimeoutExpired:  # pragma: no cover - a zombie we cannot reap
                 pass
+            _wait_group_gone(self.process.pid, 5.0)
         finally:
             self._log.close()
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> None:
+    """Killed pool children are reaped by init a moment later: leave only when none is left."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.02)
 
 
 def start_redis(workdir: str) -> "tuple[Child, str]":
