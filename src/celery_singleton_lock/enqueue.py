@@ -67,7 +67,7 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
         return publish(task_id or uuid(), {k: headers[k] for k in LIBRARY_HEADERS if k in headers})  # type: ignore
 
     runtime = runtime_for(task.app)
-    key = (runtime.layout.queued if options.scope == "queued" else runtime.layout.lock)(task.name, digest)
+    key = runtime.layout.enqueue(task.name, digest, options.scope)
     requested_id, task_id = task_id, task_id or uuid()
     token = new_token()
     holder = Holder(task_id=task_id, host=runtime.hostname, pid=os.getpid(), since_ms=int(time.time() * 1000),

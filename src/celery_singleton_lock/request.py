@@ -37,8 +37,7 @@ def release_enqueue_lock(task: Any, task_id: Any, args: Any, kwargs: Any, token:
     try:
         runtime = runtime_for(task.app)
         digest = task.lock_digest(args or (), kwargs or {})
-        scope = task.singleton_lock()[0].scope
-        key = (runtime.layout.queued if scope == "queued" else runtime.layout.lock)(task.name, digest)
+        key = runtime.layout.enqueue(task.name, digest, task.singleton_lock()[0].scope)
         released = runtime.store.release(key, token)
     except Exception as exc:
         logger.warning("singleton lock: %s[%s]: releasing enqueue lock (%s) failed (%r); it expires within "
@@ -102,8 +101,7 @@ class LockedRequest(Request):
             enqueue_token = self.request_dict.get(ENQUEUE_TOKEN_HEADER)
             if enqueue_token:  # the child may have died before adopting the enqueue lock
                 scope = task.singleton_lock()[0].scope
-                items.append(((runtime.layout.queued if scope == "queued" else runtime.layout.lock)(
-                    task.name, digest), enqueue_token))
+                items.append((runtime.layout.enqueue(task.name, digest, scope), enqueue_token))
             released = any(runtime.store.release_many(items))
         except BACKEND_ERRORS as exc:
             logger.warning("singleton lock: %s[%s]: release after %s failed (%r); the lock expires within "

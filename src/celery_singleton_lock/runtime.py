@@ -9,7 +9,6 @@ after the fork.
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 from typing import Any, Optional
@@ -47,10 +46,6 @@ class LockRuntime:
         if self._child_watch is None:
             self._child_watch = ChildWatch()
         return self._child_watch
-
-    @property
-    def pid(self) -> int:
-        return os.getpid()
 
     def report_lost(self, lease: Lease, reason: str) -> None:
         """Log at ERROR and send ``lock_lost``: the body ran (or runs) without its lock."""

@@ -109,20 +109,6 @@ class Renewer:
             if wake and not self._leases:
                 self._cond.notify()
 
-    def nudge(self) -> None:
-        """Wake the thread: a release was sent without waiting, its reply is to be read."""
-        with self._cond:
-            if self._thread is not None:
-                self._cond.notify()
-                return
-        drain = getattr(self._store, "drain", None)
-        if drain is not None:
-            drain()  # no thread (it lingered out): read the reply here
-
-    def held(self) -> List[Lease]:
-        with self._cond:
-            return list(self._leases)
-
     def release_all(self) -> int:
         """Release every held lease (worker shutdown); returns how many were still ours."""
         with self._cond:

@@ -31,6 +31,11 @@ class KeyLayout:
     def queued(self, task: str, digest: str) -> str:
         return f"{self.prefix}:{{{task}}}:{digest}:queued"
 
+    def enqueue(self, task: str, digest: str, scope: str) -> str:
+        """Where a ``queued*`` task's enqueue lock lives: a key of its own for ``queued`` (one
+        copy queued beside one running), the run lock itself for ``queued_or_running``."""
+        return self.queued(task, digest) if scope == "queued" else self.lock(task, digest)
+
     def fence(self, task: str) -> str:
         return f"{self.prefix}:{{{task}}}:fence"
 
