@@ -3,10 +3,6 @@
 # Makes .venv once and installs the package with its bench extra (the peers, matplotlib).
 # Starts its own redis-server processes and workers, and stops them at the end.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-    "$PYTHON" -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet -e '.[test,bench]'
+. "$(dirname "$0")/venv.sh"
+install_into_venv test,bench
 exec .venv/bin/python -m bench "$@"

@@ -6,11 +6,6 @@
 # redis-server when nothing answers there. Arguments go to the demo:
 #   bash scripts/demo.sh --short --plot timeline.png
 set -euo pipefail
-cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-    "$PYTHON" -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install --quiet -e '.[demo]'
+. "$(dirname "$0")/venv.sh"
+install_into_venv demo
 exec .venv/bin/python -m celery_singleton_lock.demo "$@"
