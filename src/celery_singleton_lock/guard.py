@@ -69,7 +69,7 @@ class _Attempt:
         self.options = options
         self.runtime = runtime
         self.key = runtime.layout.lock(task.name, digest)
-        self.queued_key = runtime.layout.enqueue(task.name, digest, options.scope)
+        self.queued_key = runtime.layout.enqueue(task.name, digest, options.scope) if options.at_enqueue else self.key
         self.fence_key = runtime.layout.fence(task.name)
         self.token = request.get(TOKEN_HEADER) or new_token()
         # An enqueue lock handed over by the publisher; None when the message came without one
