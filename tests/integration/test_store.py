@@ -168,3 +168,85 @@ def test_the_next_acquire_reads_owed_replies_first(store):
 
     assert isinstance(store.acquire(key, FENCE, "b", 5000, holder()), Grant)
     assert replies == [True]
+
+
+def test_asking_again_with_the_same_token_is_a_grant_not_a_conflict_with_ourselves(store):
+    # After a reply lost to a broken connection the call is repeated: it must not find itself a duplicate.
+    key = LAYOUT.lock("job", "again")
+    first = store.acquire(key, FENCE, "tok", 5000, holder())
+    again = store.acquire(key, FENCE, "tok", 5000, holder())
+    assert isinstance(again, Grant) and again.fence == first.fence
+    assert isinstance(store.acquire(key, FENCE, "other", 5000, holder("other")), Conflict)
+    # the same token under another state (an enqueue lock being asked for as a run lock) is no grant
+    queued = LAYOUT.lock("job", "again-q")
+    store.acquire(queued, FENCE, "q", 5000, holder(), state="queued")
+    assert isinstance(store.acquire(queued, FENCE, "q", 5000, holder()), Conflict)
+
+    store.acquire(queued + "x", FENCE, "q2", 5000, holder(), state="queued")
+    adopted = store.adopt(queued + "x", queued + "x", FENCE, "q2", "run", 5000, holder())
+    assert isinstance(adopted, Grant)
+    assert store.adopt(queued + "x", queued + "x", FENCE, "q2", "run", 5000, holder()) == adopted
+
+
+def test_a_lane_broken_under_a_release_and_an_acquire_recovers_both(store):
+    # Redis dropped the idle lane connection (a restart, a client timeout): the release written to it
+    # is lost with it, so it is sent again; the acquire is asked again on the client's own path.
+    key, other = LAYOUT.lock("job", "broken"), LAYOUT.lock("job", "broken2")
+    store.acquire(key, FENCE, "a", 5000, holder())
+    store.client.client_kill_filter(_type="normal", skipme=True)
+    replies = []
+
+    store.release_nowait(key, "a", replies.append)
+    assert isinstance(store.acquire(other, FENCE, "b", 5000, holder()), Grant)
+
+    store.drain()
+    assert replies == [True] and store.holder(key) is None and not store.owes_replies
+    assert store.release(other, "b")
+
+
+def test_a_release_report_may_use_the_store_itself(store):
+    # Reports run after the lane is let go: a receiver that takes another lock does not deadlock.
+    key, other = LAYOUT.lock("job", "cb1"), LAYOUT.lock("job", "cb2")
+    store.acquire(key, FENCE, "a", 5000, holder())
+    seen = []
+    store.release_nowait(key, "a", lambda reply: seen.append((reply, store.acquire(other, FENCE, "o", 5000,
+                                                                                   holder()))))
+    store.drain()
+    assert seen and seen[0][0] is True and isinstance(seen[0][1], Grant)
+
+
+def test_threads_share_the_lane_and_each_gets_its_own_answer(store):
+    import threading
+
+    results, errors = {}, []
+
+    def work(n):
+        try:
+            for i in range(200):
+                key = LAYOUT.lock("job", f"t{n}-{i}")
+                token = f"{n}-{i}"
+                outcome = store.acquire(key, FENCE, token, 5000, holder(token))
+                assert isinstance(outcome, Grant)
+                assert isinstance(store.acquire(key, FENCE, "x", 5000, holder("x")), Conflict)
+                store.release_nowait(key, token, lambda reply, k=key: results.__setitem__(k, reply))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    store.drain()
+    assert not errors and len(results) == 800 and all(r is True for r in results.values())
+
+
+def test_acquire_soon_answers_when_asked_and_sees_a_duplicate(store):
+    key = LAYOUT.lock("job", "soon")
+    # A fresh server: load the script first (an answer that is NOSCRIPT is asked again when read).
+    assert isinstance(store.acquire(LAYOUT.lock("job", "soon0"), FENCE, "z", 5000, holder()), Grant)
+    answer = store.acquire_soon(key, FENCE, "a", 5000, holder(), state="queued")
+    duplicate = store.acquire_soon(key, FENCE, "b", 5000, holder("b"), state="queued")
+    assert isinstance(duplicate(), Conflict)  # read in order: the first answer is filled on the way
+    assert isinstance(answer(), Grant)
+    assert store.holder(key)["state"] == "queued"

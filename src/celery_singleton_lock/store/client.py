@@ -1,9 +1,10 @@
 """Acquire, renew and release locks with one round trip each.
 
 :class:`LockStore` is a thin layer over one Redis client: each public method is
-one script call (EVALSHA, reloaded by redis-py on NOSCRIPT, so a ``SCRIPT FLUSH``
-or a Redis restart does not break callers). It keeps no lock state of its own;
-who holds what lives in Redis and in the caller's :class:`~.heartbeat.Lease`.
+one script call (EVALSHA, reloaded on NOSCRIPT, so a ``SCRIPT FLUSH`` or a Redis
+restart does not break callers). Acquire and release travel on the process's
+:class:`~.lane.Lane`, the rest on the client's pool. It keeps no lock state of its
+own; who holds what lives in Redis and in the caller's :class:`~.heartbeat.Lease`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from . import scripts
-from .lane import ReleaseLane
+from .lane import CONNECTION_ERRORS, Lane, pack
 
 __all__ = ["LockStore", "Grant", "Conflict", "Holder", "new_token"]
 
@@ -107,9 +108,10 @@ class LockStore:
         self._adopt = client.register_script(scripts.ADOPT)
         self._requeue = client.register_script(scripts.REQUEUE)
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
-        # Cluster clients route per slot and have no single pool: they release synchronously.
+        # Cluster clients route per slot and have no single pool: they use the client's own path.
         pool = getattr(client, "connection_pool", None)
-        self._lane = ReleaseLane(pool, scripts.RELEASE) if isinstance(client, redis.Redis) and pool else None
+        self._lane = Lane(pool) if isinstance(client, redis.Redis) and pool else None
+        self._release_text = scripts.RELEASE.encode()
 
     def _evalsha(self, script: Any, *keys_and_args: Any, numkeys: int) -> Any:
         """EVALSHA straight on the client (the hot path skips ``Script.__call__``'s layers);
@@ -120,26 +122,72 @@ class LockStore:
             self.client.script_load(script.script)
             return self.client.execute_command("EVALSHA", script.sha, numkeys, *keys_and_args)
 
+    def _call(self, script: Any, numkeys: int, *keys_and_args: Any) -> Any:
+        """EVALSHA on the lane (the hot path: no pool checkout, no redis-py command layers).
+
+        NOSCRIPT loads the script and asks again; a broken lane connection falls back to
+        the client's own path, with its reconnect and retry (the scripts are idempotent
+        for the same token, so a repeat after a lost reply is harmless).
+        """
+        lane = self._lane
+        if lane is None:
+            return self._evalsha(script, *keys_and_args, numkeys=numkeys)
+        packed = pack(b"EVALSHA", script.sha, numkeys, *keys_and_args)
+        try:
+            try:
+                return lane.call(packed)
+            except NoScriptError:
+                self.client.script_load(script.script)
+                return lane.call(packed)
+        except CONNECTION_ERRORS:
+            return self._evalsha(script, *keys_and_args, numkeys=numkeys)
+
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running", *, fence_floor: int = 0) -> Outcome:
         """Take ``key`` if free; ``fence_floor`` (a quorum's proposal) lifts the fencing counter."""
-        if self._lane is not None and self._lane.pending:
-            self._lane.drain()  # the previous task's release replies, already arrived by now
-        reply = self._evalsha(self._acquire, key, fence_key, token, ttl_ms, holder.task_id, holder.host,
-                              holder.pid, holder.since_ms, holder.heartbeat_ms, state, *_floor(fence_floor),
-                              numkeys=2)
+        reply = self._call(self._acquire, 2, key, fence_key, token, ttl_ms, holder.task_id, holder.host,
+                           holder.pid, holder.since_ms, holder.heartbeat_ms, state, *_floor(fence_floor))
         outcome = _outcome(reply)
         assert outcome is not None
         return outcome
 
+    def acquire_soon(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
+                     state: str = "running") -> Callable[[], Outcome]:
+        """Send an acquire now and read its answer when the returned function is called.
+
+        A publisher builds its message meanwhile, so the round trip costs it little.
+        Errors may come from either call; a lost answer is asked again on the client's path.
+        """
+        args = (key, fence_key, token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms,
+                holder.heartbeat_ms, state)
+        if self._lane is None:
+            outcome = self.acquire(key, fence_key, token, ttl_ms, holder, state)
+            return lambda: outcome
+        try:
+            pending = self._lane.begin(pack(b"EVALSHA", self._acquire.sha, 2, *args))
+        except CONNECTION_ERRORS:
+            outcome = _outcome(self._evalsha(self._acquire, *args, numkeys=2))
+            return lambda: outcome  # type: ignore[return-value]
+
+        def answer() -> Outcome:
+            try:
+                reply = pending.result()
+            except NoScriptError:
+                reply = self._evalsha(self._acquire, *args, numkeys=2)  # loads the script
+            except CONNECTION_ERRORS:
+                reply = self._evalsha(self._acquire, *args, numkeys=2)
+            outcome = _outcome(reply)
+            assert outcome is not None
+            return outcome
+
+        return answer
+
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
               ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Optional[Outcome]:
         """Turn an enqueue lock handed over by token into a running lock; ``None`` if it is not ours."""
-        reply = self._adopt(
-            keys=(queued_key, key, fence_key),
-            args=(queued_token, token, ttl_ms, holder.task_id, holder.host, holder.pid,
-                  holder.since_ms, holder.heartbeat_ms) + _floor(fence_floor),
-        )
+        reply = self._call(self._adopt, 3, queued_key, key, fence_key, queued_token, token, ttl_ms,
+                           holder.task_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms,
+                           *_floor(fence_floor))
         return _outcome(reply)
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
@@ -155,9 +203,21 @@ class LockStore:
         if self._lane is None:
             done(self.release(key, token))
             return
+
+        def settled(reply: Any) -> None:
+            if isinstance(reply, CONNECTION_ERRORS):
+                # Written to a connection that broke: maybe never applied. Send it again; a 0 now
+                # may only mean the first one was applied, so it is no sign of a lost lock.
+                try:
+                    self._evalsha(self._release, key, token, numkeys=1)
+                    reply = True
+                except CONNECTION_ERRORS as exc:
+                    reply = exc
+            done(bool(reply) if not isinstance(reply, BaseException) else reply)
+
         try:
-            self._lane.send(key, token, done)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            self._lane.send(pack(b"EVAL", self._release_text, 1, key, token), settled)
+        except CONNECTION_ERRORS:
             done(self.release(key, token))  # the lane's connection broke: once more, the usual way
 
     @property
@@ -172,7 +232,7 @@ class LockStore:
 
     def release(self, key: str, token: str) -> bool:
         """Compare-and-delete: never removes a lock held under another token."""
-        return bool(self._evalsha(self._release, key, token, numkeys=1))
+        return bool(self._call(self._release, 1, key, token))
 
     def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
         """Release several (key, token) pairs in one pipelined round trip."""

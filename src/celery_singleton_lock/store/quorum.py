@@ -203,6 +203,12 @@ class QuorumStore:
                 time.sleep(random.uniform(0, self.split_retry_delay))  # let one racer win next time
         return outcome.conflict
 
+    def acquire_soon(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
+                     state: str = "running") -> Callable[[], Outcome]:
+        """Synchronous here: the outcome exists only once a majority answered."""
+        outcome = self.acquire(key, fence_key, token, ttl_ms, holder, state)
+        return lambda: outcome
+
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
               ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Optional[Outcome]:
         """Turn an enqueue lock held by quorum into a running lock; ``None`` if it is not ours."""

@@ -23,7 +23,7 @@ restarts empty, can still lose the lock. See ``docs/guarantees.md``.
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import redis
 from redis.exceptions import NoScriptError
@@ -85,6 +85,12 @@ class ReplicaAckStore(LockStore):
         outcome = self._acknowledged(key, token, _outcome(reply), acked)
         assert outcome is not None
         return outcome
+
+    def acquire_soon(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
+                     state: str = "running") -> Callable[[], Outcome]:
+        """Synchronous here: the grant counts only once the replicas acknowledged it."""
+        outcome = self.acquire(key, fence_key, token, ttl_ms, holder, state)
+        return lambda: outcome
 
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
               ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Optional[Outcome]:

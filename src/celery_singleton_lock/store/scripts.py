@@ -36,11 +36,15 @@ end
 #   KEYS[1] lock key   KEYS[2] fencing counter
 #   ARGV[1] token  ARGV[2] ttl ms  ARGV[3] task id  ARGV[4] host  ARGV[5] pid
 #   ARGV[6] since ms  ARGV[7] heartbeat ms  ARGV[8] state  ARGV[9] fencing floor (optional)
-# Returns {1, fence} when taken, or
+# Returns {1, fence} when taken (or already ours: asking again with the same token and state,
+# after a reply lost to a broken connection, is not a conflict with ourselves), or
 #   {0, task_id, host, pid, since, pttl, hb, state, token_matches} describing the holder.
 ACQUIRE = _NEXT_FENCE + """
-local h = redis.call('hmget', KEYS[1], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state')
+local h = redis.call('hmget', KEYS[1], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state', 'fence')
 if h[1] then
+  if h[1] == ARGV[1] and h[7] == ARGV[8] then
+    return {1, tonumber(h[8])}
+  end
   return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', KEYS[1]),
           h[6] or '', h[7] or '', h[1] == ARGV[1] and 1 or 0}
 end
@@ -87,10 +91,15 @@ return out
 #   KEYS[3] fencing counter
 #   ARGV[1] enqueue token  ARGV[2] new token  ARGV[3] ttl ms  ARGV[4] task id  ARGV[5] host
 #   ARGV[6] pid  ARGV[7] since ms  ARGV[8] heartbeat ms  ARGV[9] fencing floor (optional)
-# Returns {1, fence} when adopted, {0, ...holder as ACQUIRE} when the running lock is held by
-# someone else, or {2} when the enqueue lock is not ours any more (expired, revoked, or adopted by
-# another delivery of the same message).
+# Returns {1, fence} when adopted (or already adopted under the new token: a repeat after a lost
+# reply), {0, ...holder as ACQUIRE} when the running lock is held by someone else, or {2} when the
+# enqueue lock is not ours any more (expired, revoked, or adopted by another delivery of the same
+# message).
 ADOPT = _NEXT_FENCE + """
+local mine = redis.call('hmget', KEYS[2], 'token', 'fence')
+if mine[1] == ARGV[2] then
+  return {1, tonumber(mine[2])}
+end
 local queued = redis.call('hmget', KEYS[1], 'token', 'state')
 if queued[1] ~= ARGV[1] or queued[2] ~= 'queued' then
   if KEYS[1] == KEYS[2] then
