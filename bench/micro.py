@@ -22,9 +22,11 @@ from celery_singleton_lock.store.client import Holder, new_token
 
 from .stats import Series, interleave
 
-__all__ = ["run_micro", "RAW_FLOOR", "count_sends"]
+__all__ = ["run_micro", "RAW_FLOOR", "OURS", "OURS_WORKER", "count_sends"]
 
 RAW_FLOOR = "raw floor: SET NX PX + EVALSHA del"
+OURS = "ours: LockStore acquire+release"
+OURS_WORKER = "ours: worker path (release reply read by the next acquire)"
 
 _CAD = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
@@ -34,21 +36,41 @@ return 0
 Cycle = Callable[[], None]
 
 
+def _ignore(reply: object) -> None:
+    return None
+
+
 @contextmanager
 def count_sends() -> Iterator[List[int]]:
-    """Count request packets written to any Redis connection (1 per command or pipeline)."""
-    box = [0]
-    original = redis.connection.AbstractConnection.send_packed_command
+    """Count request packets written (1 per command or pipeline) and round trips waited for.
 
-    def counting(self, command, check_health=True):  # type: ignore[no-untyped-def]
+    ``box[0]``: packets written to any Redis connection. ``box[1]``: round trips, i.e. the
+    times the client went from writing to waiting for a reply. Commands written back to
+    back and read afterwards (a pipeline, or a release whose reply is read with the next
+    acquire's) share one round trip.
+    """
+    box = [0, 0, 0]  # sends, round trips, "the last thing done was a write"
+    send = redis.connection.AbstractConnection.send_packed_command
+    read = redis.connection.AbstractConnection.read_response
+
+    def counting_send(self, command, check_health=True):  # type: ignore[no-untyped-def]
         box[0] += 1
-        return original(self, command, check_health)
+        box[2] = 1
+        return send(self, command, check_health)
 
-    redis.connection.AbstractConnection.send_packed_command = counting  # type: ignore[assignment]
+    def counting_read(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if box[2]:
+            box[1] += 1
+            box[2] = 0
+        return read(self, *args, **kwargs)
+
+    redis.connection.AbstractConnection.send_packed_command = counting_send  # type: ignore[assignment]
+    redis.connection.AbstractConnection.read_response = counting_read  # type: ignore[assignment]
     try:
         yield box
     finally:
-        redis.connection.AbstractConnection.send_packed_command = original  # type: ignore[assignment]
+        redis.connection.AbstractConnection.send_packed_command = send  # type: ignore[assignment]
+        redis.connection.AbstractConnection.read_response = read  # type: ignore[assignment]
 
 
 def _variants(url: str, extra_urls: Sequence[str]) -> Dict[str, Tuple[Cycle, Callable[[], None]]]:
@@ -79,7 +101,16 @@ def _variants(url: str, extra_urls: Sequence[str]) -> Dict[str, Tuple[Cycle, Cal
         store.acquire(key, fence, token, 30000, holder)
         store.release(key, token)
 
-    out["ours: LockStore acquire+release"] = (ours, store.close)
+    out[OURS] = (ours, nothing)
+
+    def ours_worker() -> None:
+        # What a worker does per task: the acquire waits; the release is sent and its reply
+        # is read by the next acquire (it has arrived by then).
+        token = new_token()
+        store.acquire(key, fence, token, 30000, holder)
+        store.release_nowait(key, token, _ignore)
+
+    out[OURS_WORKER] = (ours_worker, store.close)
 
     def redis_py() -> None:
         lock = plain.lock("bench:redis-py", timeout=30, thread_local=False)
@@ -181,17 +212,18 @@ SERVER_LIMIT = "redis-benchmark -c 1 PING (server limit)"
 
 def run_micro(url: str, extra_urls: Sequence[str], cycles: int, rounds: int,
               log: Callable[[str], None] = print) -> dict:
-    """Returns ``{"series": Series of cycles/s, "sends": {variant: requests per cycle}}``."""
+    """``{"series": cycles/s, "sends": {variant: requests per cycle}, "trips": {variant: round trips per cycle}}``."""
     variants = _variants(url, extra_urls)
     names = list(variants)
     sends: Dict[str, float] = {}
+    trips: Dict[str, float] = {}
     for name, (cycle, _) in variants.items():
         for _ in range(max(cycles // 20, 5)):  # warm up: scripts loaded, connections open
             cycle()
         with count_sends() as box:
-            for _ in range(10):
+            for _ in range(20):
                 cycle()
-        sends[name] = box[0] / 10
+        sends[name], trips[name] = box[0] / 20, box[1] / 20
     series = Series()
     with_server = shutil.which("redis-benchmark") is not None
     order = names + ([SERVER_LIMIT] if with_server else [])
@@ -210,4 +242,4 @@ def run_micro(url: str, extra_urls: Sequence[str], cycles: int, rounds: int,
     for _, cleanup in variants.values():
         cleanup()
     log(f"micro: {len(order)} variants x {rounds} rounds x {cycles} cycles done")
-    return {"series": series, "sends": sends}
+    return {"series": series, "sends": sends, "trips": trips}

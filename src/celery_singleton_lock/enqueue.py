@@ -4,6 +4,11 @@
 end in it when the task class is at hand) takes an *enqueue lock* with
 ``lock_queue_ttl``, then publishes the message with the lock's token in a
 header; the worker adopts the lock by that token when it starts the task.
+The acquire is sent before Celery builds the message and its answer is read
+only when the message is about to go out (by a producer wrapper that Celery
+touches first in ``send_task``), so the round trip overlaps the message
+building instead of adding to it; a refused duplicate is never announced to
+``before_task_publish``, let alone published.
 
 What a duplicate does at enqueue time:
 
@@ -37,7 +42,7 @@ from . import signals
 from .exceptions import LockBackendError, LockedError
 from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, LIBRARY_HEADERS, RETRIES_HEADER
 from .runtime import runtime_for
-from .store import Conflict, Holder
+from .store import Conflict, Grant, Holder
 from .store.client import new_token
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,7 +52,8 @@ __all__ = ["publish_locked"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
-Publish = Callable[[str, Optional[Dict[str, Any]]], Any]
+#: publish(task_id, headers, gate): ``gate`` (when given) must guard the producer the message goes out by.
+Publish = Callable[[str, Optional[Dict[str, Any]], Optional["_Gate"]], Any]
 
 
 def _is_library_republish(headers: Optional[Mapping[str, Any]]) -> bool:
@@ -56,15 +62,20 @@ def _is_library_republish(headers: Optional[Mapping[str, Any]]) -> bool:
 
 
 def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, Any], task_id: Optional[str],
-                   headers: Optional[Mapping[str, Any]], countdown: Optional[float], publish: Publish) -> Any:
-    """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate."""
+                   headers: Optional[Mapping[str, Any]], countdown: Optional[float], publish: Publish,
+                   can_gate: bool = True) -> Any:
+    """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate.
+
+    ``can_gate`` is false when the message will not go out through the producer handed
+    to ``publish`` (a ``connection=`` option): then the answer is read before publishing.
+    """
     options, argument_key = task.singleton_lock()
     digest = argument_key(args, kwargs)  # raises before anything is locked or published
     current = task.lock if task.request.id and task.request.id == task_id else None
     if current is not None:
         return _republish_own(task, current, options, countdown, publish)
     if _is_library_republish(headers):
-        return publish(task_id or uuid(), {k: headers[k] for k in LIBRARY_HEADERS if k in headers})  # type: ignore
+        return publish(task_id or uuid(), {k: headers[k] for k in LIBRARY_HEADERS if k in headers}, None)  # type: ignore
 
     runtime = runtime_for(task.app)
     key = runtime.layout.enqueue(task.name, digest, options.scope)
@@ -72,26 +83,121 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
     token = new_token()
     holder = Holder(task_id=task_id, host=runtime.hostname, pid=os.getpid(), since_ms=int(time.time() * 1000),
                     heartbeat_ms=int(options.heartbeat * 1000))
-    try:
-        outcome = runtime.store.acquire(key, runtime.layout.fence(task.name), token, int(options.queue_ttl * 1000),
-                                        holder, state="queued")
-    except BACKEND_ERRORS as exc:
+    gate = _Gate()
+
+    def unreachable(error: BaseException) -> Any:
         if options.on_lock_error == "raise":
-            raise LockBackendError(f"task {task.name}: cannot reach Redis to take enqueue lock {key}: {exc}; "
-                                   "nothing was published", task=task.name, key=key) from exc
+            raise LockBackendError(f"task {task.name}: cannot reach Redis to take enqueue lock {key}: {error}; "
+                                   "nothing was published", task=task.name, key=key) from error
         logger.warning("singleton lock: %s: Redis unavailable at enqueue (%r); publishing without an enqueue "
-                       "lock, the worker guards the run", task.name, exc)
-        return publish(task_id, None)
-    if isinstance(outcome, Conflict):
-        return _duplicate_at_enqueue(task, key, task_id, outcome, options.on_locked, publish, requested_id)
+                       "lock, the worker guards the run", task.name, error)
+        return publish(task_id, None, None)
+
     try:
-        return publish(task_id, {ENQUEUE_TOKEN_HEADER: token})
+        # Sent now, answered when the message is ready to go out: the round trip overlaps Celery
+        # building the message instead of adding to it.
+        gate.answer = runtime.store.acquire_soon(key, runtime.layout.fence(task.name), token,
+                                                 int(options.queue_ttl * 1000), holder, state="queued")
+    except BACKEND_ERRORS as exc:
+        return unreachable(exc)
+    try:
+        if not can_gate:
+            gate()
+        result = publish(task_id, {ENQUEUE_TOKEN_HEADER: token}, gate if can_gate else None)
+    except _Refused as refused:
+        return _duplicate_at_enqueue(task, key, task_id, refused.conflict, options.on_locked, publish, requested_id)
+    except _Unreachable as exc:
+        return unreachable(exc.error)
     except BaseException:
-        try:
-            runtime.store.release(key, token)  # nothing was queued: nothing may stay locked
-        except BACKEND_ERRORS as exc:
-            logger.warning("singleton lock: %s: releasing %s after a failed publish failed (%r)", task.name, key, exc)
+        _release_unpublished(runtime, task, key, token, gate)
         raise
+    if not gate.read:  # pragma: no cover - Celery published without touching the producer it was given
+        gate.settle()
+        logger.warning("singleton lock: %s[%s] was published before its enqueue lock was confirmed", task.name,
+                       task_id)
+    return result
+
+
+def _release_unpublished(runtime: Any, task: "LockedTask", key: str, token: str, gate: "_Gate") -> None:
+    """Nothing was queued: nothing may stay locked (the answer is read first, so the release follows it)."""
+    gate.settle()
+    try:
+        runtime.store.release(key, token)
+    except BACKEND_ERRORS as exc:
+        logger.warning("singleton lock: %s: releasing %s after a failed publish failed (%r)", task.name, key, exc)
+
+
+class _Refused(Exception):
+    """Internal: the enqueue lock is held; the message must not go out."""
+
+    def __init__(self, conflict: Conflict) -> None:
+        super().__init__(conflict.task_id)
+        self.conflict = conflict
+
+
+class _Unreachable(Exception):
+    """Internal: Redis could not answer the enqueue lock's acquire."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+class _Gate:
+    """The enqueue lock's answer, read at the last moment before the message goes out."""
+
+    __slots__ = ("answer", "outcome", "error", "read")
+
+    def __init__(self) -> None:
+        self.answer: Optional[Callable[[], Any]] = None
+        self.outcome: Any = None
+        self.error: Optional[BaseException] = None
+        self.read = False
+
+    def settle(self) -> None:
+        """Read the answer once (errors are kept, not raised)."""
+        if self.read or self.answer is None:
+            return
+        self.read = True
+        try:
+            outcome = self.answer()
+        except BACKEND_ERRORS as exc:
+            self.error = exc
+            return
+        if isinstance(outcome, Grant):
+            self.outcome = outcome
+        else:
+            self.error = _Refused(outcome)
+
+    def __call__(self) -> None:
+        """Let the message out, or raise why not."""
+        self.settle()
+        if isinstance(self.error, _Refused):
+            raise self.error
+        if self.error is not None:
+            raise _Unreachable(self.error)
+
+    def wrap(self, producer: Any) -> "GatedProducer":
+        return GatedProducer(producer, self)
+
+
+class GatedProducer:
+    """A kombu producer that reads the enqueue lock's answer on first use.
+
+    Celery's ``send_task`` builds the message first and touches the producer only to
+    publish it (``P.connection`` before any ``before_task_publish`` receiver runs), so a
+    refused duplicate is never announced, let alone sent.
+    """
+
+    __slots__ = ("_producer", "_gate")
+
+    def __init__(self, producer: Any, gate: _Gate) -> None:
+        self._producer = producer
+        self._gate = gate
+
+    def __getattr__(self, name: str) -> Any:
+        self._gate()
+        return getattr(self._producer, name)
 
 
 def _duplicate_at_enqueue(task: "LockedTask", key: str, task_id: str, conflict: Conflict, policy: str,
@@ -105,7 +211,7 @@ def _duplicate_at_enqueue(task: "LockedTask", key: str, task_id: str, conflict: 
                           f"({conflict.state or 'unknown state'}); nothing was published",
                           task=task.name, key=key, holder=conflict.task_id)
     if policy == "retry":
-        return publish(task_id, None)
+        return publish(task_id, None, None)
     if requested_id and requested_id != conflict.task_id:
         # The caller (a group, a chain, an explicit task_id) already holds a result for this id:
         # it ends as a skipped duplicate does at run time, instead of PENDING forever.
@@ -124,15 +230,15 @@ def _republish_own(task: "LockedTask", current: Any, options: Any, countdown: Op
                    publish: Publish) -> Any:
     """The holder re-queues itself (``self.retry()``): the lock goes with the message."""
     if options.scope != "queued_or_running":
-        return publish(current.task_id, None)  # ``queued``: the run lock ends with this execution
+        return publish(current.task_id, None, None)  # ``queued``: the run lock ends with this execution
     runtime = runtime_for(task.app)
     ttl_ms = int((options.queue_ttl + (countdown or 0)) * 1000)
     runtime.renewer.drop(current.lease)  # a renewal must not shorten the queued TTL
     if runtime.store.requeue(current.key, current.token, ttl_ms):
         current.requeued = True
         try:
-            return publish(current.task_id, {ENQUEUE_TOKEN_HEADER: current.token})
+            return publish(current.task_id, {ENQUEUE_TOKEN_HEADER: current.token}, None)
         except BaseException:
             current.requeued = False  # the finishing execution releases it
             raise
-    return publish(current.task_id, None)
+    return publish(current.task_id, None, None)

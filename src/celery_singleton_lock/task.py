@@ -115,14 +115,19 @@ class LockedTask(Task):
             self.lock_digest(args or (), kwargs or {})
             return Task.apply_async(self, args, kwargs, task_id, producer, link, link_error, shadow, **options)
 
-        def publish(publish_id: str, headers: Optional[dict]) -> Any:
+        def publish(publish_id: str, headers: Optional[dict], gate: Any) -> Any:
             inherited = options.get("headers")
             if inherited or headers:
                 # Celery copies a request's headers into self.retry(): ours are set afresh.
                 merged = {k: v for k, v in (inherited or {}).items() if k not in LIBRARY_HEADERS}
                 options["headers"] = {**merged, **(headers or {})}
-            return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow, **options)
+            if gate is None:
+                return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow,
+                                        **options)
+            with self.app.producer_or_acquire(producer) as real:
+                return Task.apply_async(self, args, kwargs, publish_id, gate.wrap(real), link, link_error, shadow,
+                                        **options)
 
         return publish_locked(self, args or (), kwargs or {}, task_id, options.get("headers"),
-                              options.get("countdown"), publish)
+                              options.get("countdown"), publish, can_gate=options.get("connection") is None)
 

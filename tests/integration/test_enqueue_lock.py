@@ -155,6 +155,39 @@ def test_a_failed_publish_leaves_no_lock(proj, lock_redis, broker_redis):
     assert queued_messages(broker_redis) == 0
 
 
+def test_a_publish_that_fails_before_the_lock_is_read_leaves_no_lock(proj, lock_redis, broker_redis):
+    # The enqueue lock is asked for first and its answer read when the message goes out;
+    # a call Celery refuses before that point still leaves nothing locked.
+    with pytest.raises(TypeError):
+        proj.qor_job.apply_async(("k",), countdown="soon")
+
+    assert lock_keys(lock_redis) == []
+    assert queued_messages(broker_redis) == 0
+    assert proj.qor_job.delay("k").id  # and the call can be made afterwards
+
+
+def test_a_refused_duplicate_is_never_announced_to_before_task_publish(proj, broker_redis):
+    from celery.signals import before_task_publish
+
+    announced = []
+
+    def receiver(headers=None, **_):
+        announced.append(headers["id"])
+
+    before_task_publish.connect(receiver, weak=False)
+    try:
+        first = proj.qor_job.delay("k")
+        again = proj.qor_job.delay("k")
+        with proj.app.connection_for_write() as connection:  # the path that cannot defer the answer
+            third = proj.qor_job.apply_async(("k",), connection=connection)
+    finally:
+        before_task_publish.disconnect(receiver)
+
+    assert again.id == first.id == third.id
+    assert announced == [first.id]
+    assert queued_messages(broker_redis) == 1
+
+
 def test_unencodable_arguments_are_refused_before_publishing(proj, lock_redis, broker_redis):
     from celery_singleton_lock import UnencodableArgumentError
 
