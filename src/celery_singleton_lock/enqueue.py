@@ -177,8 +177,19 @@ class _Gate:
         if self.error is not None:
             raise _Unreachable(self.error)
 
-    def wrap(self, producer: Any) -> "GatedProducer":
-        return GatedProducer(producer, self)
+    def through(self, app: Any, producer: Any, send: Callable[[Any], Any]) -> Any:
+        """``send(gated producer)`` with the caller's producer or one from the app's pool.
+
+        A refusal leaves the ``with`` block before it is raised: kombu replaces a pooled
+        broker connection whose block ends in an exception, and a refused duplicate is
+        no broker failure (a new connection costs milliseconds).
+        """
+        with app.producer_or_acquire(producer) as real:
+            try:
+                return send(GatedProducer(real, self))
+            except (_Refused, _Unreachable) as exc:
+                answer = exc
+        raise answer
 
 
 class GatedProducer:

@@ -124,9 +124,8 @@ class LockedTask(Task):
             if gate is None:
                 return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow,
                                         **options)
-            with self.app.producer_or_acquire(producer) as real:
-                return Task.apply_async(self, args, kwargs, publish_id, gate.wrap(real), link, link_error, shadow,
-                                        **options)
+            return gate.through(self.app, producer, lambda gated: Task.apply_async(
+                self, args, kwargs, publish_id, gated, link, link_error, shadow, **options))
 
         return publish_locked(self, args or (), kwargs or {}, task_id, options.get("headers"),
                               options.get("countdown"), publish, can_gate=options.get("connection") is None)

@@ -166,6 +166,20 @@ def test_a_publish_that_fails_before_the_lock_is_read_leaves_no_lock(proj, lock_
     assert proj.qor_job.delay("k").id  # and the call can be made afterwards
 
 
+def test_refused_duplicates_keep_the_broker_connection(proj, broker_redis):
+    # kombu replaces a pooled connection whose producer block ends in an exception; a refusal
+    # must not look like a broker failure (a reconnect per refused duplicate costs milliseconds).
+    first = proj.qor_job.delay("k")
+    proj.qor_job.delay("other")
+    opened = broker_redis.info("stats")["total_connections_received"]
+
+    for _ in range(20):
+        assert proj.qor_job.delay("k").id == first.id
+    proj.qor_job.delay("third")
+
+    assert broker_redis.info("stats")["total_connections_received"] == opened
+
+
 def test_a_refused_duplicate_is_never_announced_to_before_task_publish(proj, broker_redis):
     from celery.signals import before_task_publish
 
