@@ -46,8 +46,8 @@ class Sizes:
 
 
 FULL = Sizes(micro_cycles=1500, micro_rounds=7, key_calls=20000, key_rounds=7, hb_sizes=(1, 100, 10000),
-             hb_rounds=7, hb_period=0.5, hb_periods=4, publish_count=300, publish_rounds=7,
-             e2e_pools=(("solo", 1), ("prefork", 2)), e2e_count=300, e2e_rounds=7,
+             hb_rounds=7, hb_period=0.5, hb_periods=4, publish_count=300, publish_rounds=9,
+             e2e_pools=(("solo", 1), ("prefork", 2)), e2e_count=200, e2e_rounds=15,
              storm_pool=("prefork", 4), storm_messages=200, storm_sets=10, storm_rounds=3, profile_count=2000)
 SMOKE = Sizes(micro_cycles=20, micro_rounds=1, key_calls=200, key_rounds=1, hb_sizes=(1, 10), hb_rounds=1,
               hb_period=0.2, hb_periods=1, publish_count=5, publish_rounds=1, e2e_pools=(("solo", 1),),

@@ -166,6 +166,24 @@ def _hold_lock(task, args: tuple) -> Tuple[str, str]:
     return key, token
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a worker process and its pool children (0 where /proc has none)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            pids = [pid] + [int(p) for p in handle.read().split()]
+    except OSError:
+        return 0.0
+    ticks = 0
+    for each in pids:
+        try:
+            with open(f"/proc/{each}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: int, events_url: str,
                    count: int, rounds: int, qor: bool, log: Callable[[str], None] = print) -> dict:
     """Wall time (first publish to last completion) and publish time per variant, one worker."""
@@ -179,7 +197,8 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
             run = f"warm-{label}-{uuid.uuid4().hex[:6]}"
             _publish(task, run, 10)
             _wait_done(events, run, 10, 120)
-        wall, publish = Series(), Series()
+        wall, publish, cpu = Series(), Series(), Series()
+        pid = getattr(worker, "pid", None)
         for r, label in interleave(order, rounds):
             run = f"e2e-{pool}-{r}-{uuid.uuid4().hex[:6]}"
             held = None
@@ -189,9 +208,12 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
                 same = True
             else:
                 task, same = tasks[label], False
+            cpu_before = _cpu_seconds(pid) if pid else 0.0
             first = time.time()
             elapsed, published = _publish(task, run, count, same=same)
             done = _wait_done(events, run, published, timeout=60 + count * 0.5)
+            if pid:
+                cpu.add(label, (_cpu_seconds(pid) - cpu_before) / count)
             if held is not None:
                 from celery_singleton_lock.runtime import runtime_for
 
@@ -202,7 +224,7 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
         worker.stop()
         events.close()
     log(f"end to end ({pool} x{concurrency}): {len(order)} variants x {rounds} rounds x {count} messages done")
-    return {"wall": wall, "publish": publish}
+    return {"wall": wall, "publish": publish, "cpu": cpu}
 
 
 def _overlaps(intervals: List[dict]) -> int:

@@ -181,25 +181,32 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
         doc.add("## End to end through a real worker",
                 f"{meta['e2e_count']} messages per round, each with distinct arguments, of an empty task; "
                 f"{meta['rounds']['e2e']} rounds per pool. Wall time runs from the first `apply_async` to "
-                "the last `task_postrun` (after each variant released its lock). *Suppressed duplicates*: "
+                "the last `task_postrun` (after each variant released its lock). *Worker CPU* is the "
+                "user + system time of the worker and its pool children over the round (from /proc), "
+                "per message: unlike wall time it does not grow when the shared machine is busy "
+                "elsewhere. *Suppressed duplicates*: "
                 "the same number of messages, all one call whose lock the bench process holds, so every "
                 "one is skipped at run time: its ratio prices a suppressed duplicate against a plain "
                 "trivial task." + qor_note)
         chart_labels, chart_ratios = [], []
         for pool, data in e2e.items():
-            wall, publish = data["wall"], data["publish"]
+            wall, publish, cpu = data["wall"], data["publish"], data.get("cpu") or Series()
             rows = []
             for variant in wall.variants:
                 w, wspread = _span(wall.summary(variant), 1e3, 1)
                 ratio = wall.ratio(variant, "plain task")
                 per_msg = wall.summary(variant).median / meta["e2e_count"] * 1e6
                 p, _ = _span(publish.summary(variant), 1e6)
-                rows.append([variant, w, wspread, *_ratio(ratio), _fmt(per_msg), p])
+                c = cpu.summary(variant).median * 1e6 if variant in cpu.variants else None
+                c_ratio = cpu.ratio(variant, "plain task").median if variant in cpu.variants else None
+                rows.append([variant, w, wspread, *_ratio(ratio), _fmt(per_msg), p,
+                             f"{_fmt(c)} ({_fmt(c_ratio, 2)}x)" if c is not None else "n/a"])
                 chart_labels.append(f"{pool}: {variant}")
                 chart_ratios.append(ratio)
             doc.add(f"### {pool}",
                     _table(["variant", "wall ms (median)", "min – max", "× plain", "ratio min – max",
-                            "µs per message", "µs per publish (worker busy)"], rows))
+                            "µs per message", "µs per publish (worker busy)",
+                            "worker CPU µs per message (× plain)"], rows))
             running = wall.ratio("LockedTask running", "plain task")
             targets.append((f"{pool}: LockedTask running ≤ 1.05× plain", f"{_fmt(running.median, 3)}x",
                             _verdict(running.median <= 1.05)))
