@@ -250,3 +250,42 @@ def test_acquire_soon_answers_when_asked_and_sees_a_duplicate(store):
     assert isinstance(duplicate(), Conflict)  # read in order: the first answer is filled on the way
     assert isinstance(answer(), Grant)
     assert store.holder(key)["state"] == "queued"
+
+
+def test_an_exception_raised_into_a_blocked_read_keeps_later_replies_in_step(redis_server):
+    # Billiard raises a soft time limit from a signal handler, wherever the child is: here in the
+    # middle of waiting for owed replies. Those replies are lost with the connection; the next
+    # command must get its own reply, never one meant for an earlier caller.
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupted()
+
+    client = redis.Redis.from_url(redis_server.url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    store = LockStore(client)
+    first, second, third = (LAYOUT.lock("job", f"step-{i}") for i in range(3))
+    store.acquire(first, FENCE, "a", 5000, holder())
+    store.acquire(second, FENCE, "b", 5000, holder("b"))
+    replies = []
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    redis_server.pause()
+    try:
+        store.release_nowait(first, "a", replies.append)  # its reply cannot come while paused
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(Interrupted):
+            store.acquire(second, FENCE, "c", 5000, holder("c"))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        redis_server.resume()
+    try:
+        assert len(replies) == 1  # reported (the release was sent again, or its failure logged)
+        assert isinstance(store.acquire(third, FENCE, "d", 5000, holder("d")), Grant)
+        conflict = store.acquire(second, FENCE, "e", 5000, holder("e"))
+        assert isinstance(conflict, Conflict) and conflict.task_id == "b"
+        wait_for(lambda: store.holder(first) is None, 2, what="the first lock to be released")
+    finally:
+        store.close()

@@ -122,13 +122,16 @@ class Lane:
                 self._connection = self._pool.get_connection()
             try:
                 self._connection.send_packed_command([packed])
-            except CONNECTION_ERRORS:
-                failed = self._settle(self._broken())
+            except BaseException as exc:  # a broken socket, or a soft time limit mid-write
+                error = exc
+                failed = self._settle(self._broken(redis.ConnectionError(f"lock lane: write failed ({exc!r})")))
             else:
                 self._owed.append(done)
                 return
         self._deliver(failed)
-        raise redis.ConnectionError("lock lane: the write failed")
+        if isinstance(error, CONNECTION_ERRORS):
+            raise redis.ConnectionError("lock lane: the write failed") from error
+        raise error
 
     def begin(self, packed: bytes) -> Pending:
         """Send one command and return its reply-to-be."""
@@ -150,20 +153,30 @@ class Lane:
             return
         self._checked()
         delivered: List[Tuple[Done, Any]] = []
+        interrupted: Optional[BaseException] = None
         with self._lock:
             while self._owed:
                 done = self._owed.popleft()
                 try:
                     reply: Any = self._connection.read_response()  # type: ignore[union-attr]
-                except redis.ResponseError as exc:
+                except redis.ResponseError as exc:  # an error reply: the stream is still in step
                     reply = exc
-                except CONNECTION_ERRORS as exc:
-                    delivered.append((done, exc))
-                    delivered.extend(self._broken(exc))
+                except BaseException as exc:
+                    # A broken socket, or an exception raised into us mid-read (a soft time
+                    # limit): the stream is out of step, so every reply still owed is lost.
+                    # redis-py has dropped the socket; a reply must never reach the wrong caller.
+                    if isinstance(exc, CONNECTION_ERRORS):
+                        lost: BaseException = exc
+                    else:
+                        lost, interrupted = redis.ConnectionError(f"lock lane: read interrupted ({exc!r})"), exc
+                    delivered.append((done, lost))
+                    delivered.extend(self._broken(lost))
                     break
                 delivered.append((done, reply))
             delivered = self._settle(delivered)
         self._deliver(delivered)
+        if interrupted is not None:
+            raise interrupted
 
     @staticmethod
     def _settle(replies: List[Tuple[Done, Any]]) -> List[Tuple[Done, Any]]:
