@@ -93,6 +93,14 @@ class _Attempt:
             self.enqueue_token = None  # expired or released while queued: guard at run time
         return store.acquire(self.key, self.fence_key, self.token, ttl_ms, self.holder), started
 
+    def abandon(self) -> None:
+        """Give back the run lock an interrupted acquire may have taken (by token: a no-op if it did not)."""
+        try:
+            self.runtime.store.release(self.key, self.token)
+        except BACKEND_ERRORS as exc:
+            logger.warning("singleton lock: giving back %s after an interrupted acquire failed (%r); it "
+                           "expires within lock_ttl", self.key, exc)
+
     def give_up_queue_slot(self) -> None:
         """A ``queued`` copy that will not run frees its place in the queue."""
         if self.enqueue_token:
@@ -119,11 +127,19 @@ def run_guarded(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, An
         outcome, started = attempt.acquire()
     except BACKEND_ERRORS as exc:
         return _backend_unavailable(attempt, args, kwargs, body, exc)
+    except BaseException:
+        attempt.abandon()  # interrupted while asking (a soft time limit): the lock may be ours
+        raise
     if isinstance(outcome, Conflict):
         try:
             outcome, started = _duplicate(attempt, outcome, args, kwargs)
         except _Skip:
             return None  # SUCCESS with result None: the caller's .get() returns
+        except _DECIDED:
+            raise
+        except BaseException:
+            attempt.abandon()  # interrupted while waiting or re-asking
+            raise
     return _hold(attempt, outcome, started, body)
 
 
@@ -133,10 +149,10 @@ def _hold(attempt: _Attempt, grant: Grant, started: float, body: Callable[[], An
     handle = ExecutionLock(attempt.key, attempt.token, grant.fence, attempt.task.name,
                            attempt.request.id, lease)
     lease.context = handle
-    runtime.renewer.hold(lease)
-    setattr(attempt.request, HANDLE_ATTR, handle)
-    signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle)
-    try:
+    try:  # from here on, whatever happens, the lock is let go of
+        runtime.renewer.hold(lease)
+        setattr(attempt.request, HANDLE_ATTR, handle)
+        signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle)
         return body()
     finally:
         setattr(attempt.request, HANDLE_ATTR, None)
@@ -218,6 +234,10 @@ def _duplicate(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
 
 class _Skip(Exception):
     """Internal: the duplicate ends SUCCESS with result None without running the body."""
+
+
+#: What resolving a duplicate raises on purpose (the lock is not ours in any of these cases).
+_DECIDED = (Ignore, Retry, LockedError, *BACKEND_ERRORS)
 
 
 def _wait(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
