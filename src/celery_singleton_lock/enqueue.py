@@ -71,7 +71,8 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
     """
     options, argument_key = task.singleton_lock()
     digest = argument_key(args, kwargs)  # raises before anything is locked or published
-    current = task.lock if task.request.id and task.request.id == task_id else None
+    # self.retry() / re-publishing the running call itself: the lock goes with the message.
+    current = task.lock if task_id is not None and task.request.id == task_id else None
     if current is not None:
         return _republish_own(task, current, options, countdown, publish)
     if _is_library_republish(headers):

@@ -9,7 +9,7 @@ own; who holds what lives in Redis and in the caller's :class:`~.heartbeat.Lease
 
 from __future__ import annotations
 
-import secrets
+from os import urandom
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +26,7 @@ __all__ = ["LockStore", "Grant", "Conflict", "Holder", "new_token"]
 
 def new_token() -> str:
     """A unique per-execution token (128 random bits)."""
-    return secrets.token_hex(16)
+    return urandom(16).hex()
 
 
 @dataclass(frozen=True)
