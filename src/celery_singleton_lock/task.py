@@ -102,7 +102,12 @@ class LockedTask(Task):
         if self.request.called_directly:
             # A plain function call (``task(x)``) is not a task execution: no lock, as in Celery.
             return super().__call__(*args, **kwargs)
-        return run_guarded(self, args, kwargs, lambda: Task.__call__(self, *args, **kwargs))
+        if _inherits_plain_call(type(self)):
+            # Celery's tracer has pushed this task and its request already; Task.__call__
+            # would only push a copy of that request (10-20 µs a task), so run the body.
+            return run_guarded(self, args, kwargs, lambda: self.run(*args, **kwargs))
+        # A mixin's __call__ (an app context, say) still wraps the body.
+        return run_guarded(self, args, kwargs, lambda: super(LockedTask, self).__call__(*args, **kwargs))
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None,
                     producer: Any = None, link: Any = None, link_error: Any = None, shadow: Any = None,
@@ -130,3 +135,14 @@ class LockedTask(Task):
         return publish_locked(self, args or (), kwargs or {}, task_id, options.get("headers"),
                               options.get("countdown"), publish, can_gate=options.get("connection") is None)
 
+
+def _inherits_plain_call(cls: type) -> bool:
+    """Whether the ``__call__`` after LockedTask's in ``cls``'s MRO is Celery's own."""
+    cached = cls.__dict__.get("_singleton_lock_plain_call")
+    if cached is None:
+        mro = cls.__mro__
+        after = mro[mro.index(LockedTask) + 1:]
+        following = next((klass.__dict__["__call__"] for klass in after if "__call__" in klass.__dict__), None)
+        cached = following is Task.__call__
+        type.__setattr__(cls, "_singleton_lock_plain_call", cached)
+    return cached

@@ -14,7 +14,7 @@ import os
 import time
 
 import redis
-from celery import Celery
+from celery import Celery, Task
 
 from celery_singleton_lock import LockedTask
 
@@ -210,6 +210,26 @@ def beat_qor(self, key="beat"):
 @app.task(base=LockedTask, bind=True, lock_scope="queued", lock_key=("key",))
 def beat_queued(self, key="beat"):
     return _tracked(self, key, 3.5)
+
+
+class AroundCall(Task):
+    """A mixin as users write them (an app context, a tracing span): its ``__call__`` wraps the body."""
+
+    def __call__(self, *args, **kwargs):
+        events().rpush("around", json.dumps(dict(id=self.request.id, phase="enter")))
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            events().rpush("around", json.dumps(dict(id=self.request.id, phase="exit")))
+
+
+class LockedAroundCall(LockedTask, AroundCall):
+    pass
+
+
+@app.task(base=LockedAroundCall, bind=True, lock_key=("key",))
+def around(self, key, duration=0.3):
+    return dict(_body(self, key, duration), id=self.request.id)
 
 
 if os.environ.get("CSL_BEAT_TASK"):

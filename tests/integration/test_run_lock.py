@@ -6,6 +6,7 @@ Given real workers on a real Redis, when tasks run, then what the bodies recorde
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -41,6 +42,19 @@ def test_spellings_of_one_call_are_one_lock(proj, start_worker, events_redis):
     assert [d.get(timeout=20) for d in dups] == [None, None, None]
     assert first.get(timeout=20)["key"] == [7, False]
     assert other.get(timeout=20)["key"] == [7, True]
+
+
+def test_a_mixins_call_still_wraps_the_guarded_body(proj, start_worker, events_redis):
+    start_worker(pool="threads", concurrency=2)
+    first = proj.around.delay("m", duration=1.0)
+    wait_started(events_redis, 1)
+    dup = proj.around.delay("m")
+
+    outcome = first.get(timeout=20)
+    assert dup.get(timeout=20) is None
+    assert outcome["id"] == first.id and outcome["fence"] is not None  # the body saw its request and its lock
+    around = [json.loads(e) for e in events_redis.lrange("around", 0, -1)]
+    assert [(e["id"], e["phase"]) for e in around] == [(first.id, "enter"), (first.id, "exit")]
 
 
 def test_lock_key_names_decide_and_other_accounts_run_concurrently(proj, start_worker, events_redis):

@@ -32,6 +32,22 @@ Clock = Callable[[], float]
 LostCallback = Callable[["Lease", str], None]
 
 
+class Flag:
+    """Set once, read from any thread: ``threading.Event``'s ``set``/``is_set`` without its
+    lock and condition (nobody waits on a lost lock; a lease is made per task)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 class Lease:
     """One held lock as the renewer sees it; ``lost`` is set when it is gone."""
 
@@ -46,7 +62,7 @@ class Lease:
         self.heartbeat = heartbeat
         self.confirmed_at = confirmed_at  # clock() before the last call Redis confirmed
         self.next_due = confirmed_at + heartbeat
-        self.lost = threading.Event()
+        self.lost = Flag()
         self.released = False
         self.context = context
 

@@ -46,17 +46,22 @@ def pack(*args: Any) -> bytes:
     parts = [b"*%d\r\n" % len(args)]
     append = parts.append
     for arg in args:
-        if isinstance(arg, bytes):
-            data = arg
-        elif isinstance(arg, str):
+        kind = type(arg)  # exact types first: this runs twice per task
+        if kind is str:
             data = arg.encode()
+        elif kind is bytes:
+            data = arg
+        elif kind is int:
+            data = b"%d" % arg
+        elif isinstance(arg, bytes):
+            data = bytes(arg)
+        elif isinstance(arg, str):
+            data = str.encode(arg)
         elif isinstance(arg, int):
             data = b"%d" % arg
         else:
             data = str(arg).encode()
-        append(b"$%d\r\n" % len(data))
-        append(data)
-        append(b"\r\n")
+        append(b"$%d\r\n%b\r\n" % (len(data), data))
     return b"".join(parts)
 
 
