@@ -95,7 +95,7 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
             f"{meta['cpus']} CPU(s), redis-server {meta['redis_version']}; peers: {meta['peers']}. "
             f"Total bench time {meta['elapsed']:.0f} s.",
             "Method: the machine is small and shared, so no number here stands alone. Every section runs "
-            "its variants in interleaved rounds (the order rotates each round), and reports the median "
+            "its variants in interleaved rounds (in an order shuffled each round), and reports the median "
             "over rounds with the min – max range, next to the **ratio to a baseline measured in the same "
             "round** (the median of the per-round ratios). Read the ratios; the absolute numbers move "
             "with whatever else the machine was doing.")

@@ -1,19 +1,21 @@
 """Interleaved repeats and the numbers reported from them: median, min, max and same-run ratios.
 
 The machine is small and shared: a lone absolute number means little. Every
-section runs its variants in rounds, rotating the order each round so no variant
-always goes first (or last, after the others warmed the caches), and reports each
+section runs its variants in rounds, in an order shuffled each round (seeded, so a
+rerun takes the same orders): no variant always goes first, or always right after
+the same neighbour (whose garbage and cold caches it would pay for), and reports each
 variant's median/min/max together with its ratio to a baseline *measured in the
 same round*; the median of those per-round ratios is the headline.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, TypeVar
 
-__all__ = ["Summary", "Series", "interleave", "summarize", "ratio_series"]
+__all__ = ["Summary", "Series", "interleave", "round_orders", "summarize", "ratio_series"]
 
 T = TypeVar("T")
 
@@ -63,12 +65,16 @@ def ratio_series(values: Sequence[float], baseline: Sequence[float], invert: boo
     return out
 
 
+def round_orders(variants: Sequence[T], rounds: int, seed: int = 5) -> List[List[T]]:
+    """One order of ``variants`` per round, shuffled (seeded)."""
+    shuffler = random.Random(seed)
+    return [shuffler.sample(list(variants), len(variants)) for _ in range(rounds)]
+
+
 def interleave(variants: Sequence[T], rounds: int) -> Iterable[tuple]:
-    """``(round, variant)`` pairs, the variant order rotated by one each round."""
-    count = len(variants)
-    for r in range(rounds):
-        shift = r % count if count else 0
-        for variant in list(variants[shift:]) + list(variants[:shift]):
+    """``(round, variant)`` pairs, the variants in a shuffled order each round."""
+    for r, order in enumerate(round_orders(variants, rounds)):
+        for variant in order:
             yield r, variant
 
 
