@@ -112,7 +112,7 @@ def run_publish(broker_url: str, lock_url: str, count: int, rounds: int, qor: bo
     for task in tasks.values():  # warm up: connections, scripts, key functions
         _publish(task, "warm", 20)
     _flush([broker_url, lock_url])
-    series = Series()
+    series = Series.declared(order)
     distinct_orders, duplicate_orders = round_orders(list(tasks), rounds), round_orders(list(dup_tasks), rounds)
     for r in range(rounds):
         run = f"pub-{r}-{uuid.uuid4().hex[:6]}"
@@ -202,7 +202,7 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
             run = f"warm-{label}-{uuid.uuid4().hex[:6]}"
             _publish(task, run, 10)
             _wait_done(events, run, 10, 120)
-        wall, publish, cpu = Series(), Series(), Series()
+        wall, publish, cpu = Series.declared(order), Series.declared(order), Series()
         pid = getattr(worker, "pid", None)
         for r, label in interleave(order, rounds):
             run = f"e2e-{pool}-{r}-{uuid.uuid4().hex[:6]}"
@@ -253,7 +253,7 @@ def run_storm(start_worker: Callable[..., object], pool: str, concurrency: int, 
     events = redis.Redis.from_url(events_url)
     worker = start_worker(pool=pool, concurrency=concurrency)
     rows: Dict[str, List[dict]] = defaultdict(list)
-    wall = Series()
+    wall = Series.declared(list(tasks))
     try:
         for r, label in interleave(list(tasks), rounds):
             task = tasks[label]
@@ -280,4 +280,5 @@ def run_storm(start_worker: Callable[..., object], pool: str, concurrency: int, 
         worker.stop()
         events.close()
     log(f"storm ({pool} x{concurrency}): {len(tasks)} variants x {rounds} rounds x {messages} messages done")
-    return {"rows": dict(rows), "wall": wall, "messages": messages, "sets": sets}
+    ordered = {label: rows[label] for label in tasks if label in rows}
+    return {"rows": ordered, "wall": wall, "messages": messages, "sets": sets}

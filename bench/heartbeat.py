@@ -66,7 +66,7 @@ def run_heartbeat(url: str, sizes: Sequence[int], rounds: int, period: float, pe
             raise RuntimeError(f"heartbeat bench: {lost} of {n} leases lost")
 
     # (b) one renew call over n locks, timed (seconds per call).
-    series = Series()
+    series = Series.declared(list(sizes))
     for _, n in interleave(list(sizes), rounds):
         reps = max(1, min(200, 2000 // max(n, 1)))
         started = time.perf_counter()
@@ -115,7 +115,7 @@ def run_keys(rounds: int, number: int, log: Callable[[str], None] = print) -> di
         cases["celery-singleton: 3 scalars"] = lambda: generate_lock("bench.scalar", [42], {"full": True})
     except ImportError:  # pragma: no cover
         pass
-    series = Series()
+    series = Series.declared(list(cases))
     for _, name in interleave(list(cases), rounds):
         fn = cases[name]
         n = number if "scalars" in name else max(1, number // 2000)

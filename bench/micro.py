@@ -224,9 +224,9 @@ def run_micro(url: str, extra_urls: Sequence[str], cycles: int, rounds: int,
             for _ in range(20):
                 cycle()
         sends[name], trips[name] = box[0] / 20, box[1] / 20
-    series = Series()
     with_server = shutil.which("redis-benchmark") is not None
     order = names + ([SERVER_LIMIT] if with_server else [])
+    series = Series.declared(order)
     for r, name in interleave(order, rounds):
         if name == SERVER_LIMIT:
             rps = _redis_benchmark(url, max(cycles * 2, 1000))

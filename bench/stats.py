@@ -41,6 +41,11 @@ class Series:
 
     rounds: Dict[str, List[float]] = field(default_factory=dict)
 
+    @classmethod
+    def declared(cls, variants: Sequence[str]) -> "Series":
+        """A series that reports ``variants`` in this order, whatever order the rounds ran them in."""
+        return cls({variant: [] for variant in variants})
+
     def add(self, variant: str, value: float) -> None:
         self.rounds.setdefault(variant, []).append(value)
 
