@@ -122,11 +122,11 @@ def redis_server() -> Iterator[RedisServer]:
 
 @pytest.fixture(autouse=True)
 def no_thread_leaks() -> Iterator[None]:
-    """No heartbeat thread may outlive the test that started it."""
+    """No heartbeat or child-watch thread may outlive the test that started it."""
     before = {t.ident for t in threading.enumerate()}
     yield
-    leaked = [t for t in threading.enumerate()
-              if t.ident not in before and t.name == "singleton-lock-heartbeat" and t.is_alive()]
+    leaked = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()
+              and t.name in ("singleton-lock-heartbeat", "singleton-lock-childwatch")]
     for thread in leaked:
         thread.join(2.0)
-    assert not [t for t in leaked if t.is_alive()], f"heartbeat threads left running: {leaked}"
+    assert not [t for t in leaked if t.is_alive()], f"library threads left running: {leaked}"

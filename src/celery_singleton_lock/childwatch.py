@@ -6,9 +6,13 @@ the next pool maintenance (every 5 s). A lock held by the dead child would wait
 that long. This watch opens a pidfd for each child running a locked task and
 releases the task's lock as soon as the kernel reports the process gone.
 
-Releasing is by the request's token, so a child that finished (and released)
-before it exited makes the release a harmless no-op. Linux only (``os.pidfd_open``);
-elsewhere billiard's own detection applies.
+A child runs one task at a time, so the watch keeps only the request a child
+accepted last: the next acceptance replaces it, and nothing per task has to be
+forgotten (Celery's worker answers a success through its own fast path, which
+never reaches the request class's ``on_success``). Releasing is by the request's
+token, so a child that finished (and released) before it exited makes the release
+a harmless no-op. Linux only (``os.pidfd_open``); elsewhere billiard's own
+detection applies.
 """
 
 from __future__ import annotations
@@ -17,11 +21,22 @@ import logging
 import os
 import select
 import threading
-from typing import Any, Dict, Set, Tuple
+from typing import Any, Dict, List, Optional, Set
 
 __all__ = ["ChildWatch"]
 
 logger = logging.getLogger("celery_singleton_lock")
+
+
+def _pid_max() -> int:
+    try:
+        with open("/proc/sys/kernel/pid_max", "rb") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return 1 << 22  # Linux's ceiling
+
+#: Green pools (gevent, eventlet) report the greenlet's id, a memory address, as the "pid".
+_PID_MAX = _pid_max()
 
 
 def _is_our_child(pid: object) -> bool:
@@ -41,38 +56,40 @@ def _is_our_child(pid: object) -> bool:
 class ChildWatch:
     """One thread in the worker's main process, waiting on the pidfds of pool children.
 
-    A child's pidfd stays open for the child's whole life, so a task only adds or
-    removes itself from a set: no syscall and no thread wake-up per task.
+    A child's pidfd stays open for the child's whole life, so a task only puts itself
+    in its child's slot: no syscall and no thread wake-up per task.
     """
 
     supported = hasattr(os, "pidfd_open")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._watched: Dict[int, Tuple[int, Set[Any]]] = {}  # pid -> (pidfd, running requests)
-        self._not_children: Set[int] = set()  # ids that green pools report: never processes of ours
+        self._watched: Dict[int, List[Any]] = {}  # pid -> [pidfd, the request it accepted last or None]
+        self._not_children: Set[int] = set()  # pids that are not processes of ours
         self._thread: threading.Thread | None = None
+        self._closed = False
         self._wake_r, self._wake_w = os.pipe()
 
     def watch(self, pid: int, request: Any) -> None:
-        """Release ``request``'s lock if process ``pid`` exits before :meth:`forget`."""
-        if not self.supported:
+        """Release ``request``'s lock if process ``pid`` exits before its next task or :meth:`forget`."""
+        if not self.supported or pid > _PID_MAX:
             return
         with self._lock:
             entry = self._watched.get(pid)
             if entry is not None:
-                entry[1].add(request)
+                entry[1] = request  # the child's previous task has ended: it runs one at a time
                 return
         if pid in self._not_children or not _is_our_child(pid):
-            self._not_children.add(pid)  # a greenlet id, not a process: nothing to watch
+            self._not_children.add(pid)
             return
         try:
             pidfd = os.pidfd_open(pid)  # type: ignore[attr-defined]
         except (OSError, OverflowError):  # already gone, or not permitted: billiard will tell
             return
         with self._lock:
-            self._watched.setdefault(pid, (pidfd, set()))[1].add(request)
-            if self._watched[pid][0] != pidfd:
+            entry = self._watched.setdefault(pid, [pidfd, None])
+            entry[1] = request
+            if entry[0] != pidfd:
                 os.close(pidfd)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="singleton-lock-childwatch", daemon=True)
@@ -80,15 +97,32 @@ class ChildWatch:
         os.write(self._wake_w, b"w")
 
     def forget(self, pid: int, request: Any) -> None:
-        """The request ended through the normal callbacks: nothing to do for it any more."""
+        """The request ended and its lock was dealt with: nothing to do for it any more."""
         with self._lock:
             entry = self._watched.get(pid)
-            if entry is not None:
-                entry[1].discard(request)
+            if entry is not None and entry[1] is request:
+                entry[1] = None
+
+    def close(self) -> None:
+        """Stop the thread and close every pidfd (worker shutdown, tests)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._closed = True
+        os.write(self._wake_w, b"x")
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(5.0)
+        with self._lock:
+            for fd, _ in self._watched.values():
+                os.close(fd)
+            self._watched.clear()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     def _run(self) -> None:
         while True:
             with self._lock:
+                if self._closed:
+                    return
                 by_fd = {fd: pid for pid, (fd, _) in self._watched.items()}
             try:
                 readable, _, _ = select.select([self._wake_r, *by_fd], [], [])
@@ -107,9 +141,15 @@ class ChildWatch:
                 return
             del self._watched[pid]
             os.close(fd)
-            requests = list(entry[1])
-        for request in requests:
-            try:
-                request.release_for_child(f"pool process {pid} exited")
-            except Exception:
-                logger.exception("singleton lock: releasing for exited pool process %s failed", pid)
+            request: Optional[Any] = entry[1]
+        if request is None:
+            return
+        try:
+            request.release_for_child(f"pool process {pid} exited")
+        except Exception:
+            logger.exception("singleton lock: releasing for exited pool process %s failed", pid)
+
+    def watched(self) -> Dict[int, Optional[Any]]:
+        """Each watched child's pid and the request it accepted last (``None`` once forgotten)."""
+        with self._lock:
+            return {pid: entry[1] for pid, entry in self._watched.items()}

@@ -58,16 +58,14 @@ class LockedRequest(Request):
     def on_accepted(self, pid: int, time_accepted: float) -> None:
         super().on_accepted(pid, time_accepted)
         if pid and pid != os.getpid():  # maybe a pool child runs it: watch for its death
+            # Until the child accepts its next task: Celery's worker answers a success through
+            # a request subclass of its own whose on_success never reaches this class.
             runtime_for(self.task.app).child_watch.watch(pid, self)
 
     def _unwatch(self) -> None:
         pid = getattr(self, "worker_pid", None)
         if pid and pid != os.getpid():
             runtime_for(self.task.app).child_watch.forget(pid, self)
-
-    def on_success(self, failed__retval__runtime: Any, **kwargs: Any) -> Any:
-        self._unwatch()
-        return super().on_success(failed__retval__runtime, **kwargs)
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         super().on_timeout(soft, timeout)

@@ -58,8 +58,11 @@ class LockRuntime:
         signals.lock_lost.send(sender=task, key=lease.key, task_id=task_id, reason=reason, lock=handle)
 
     def close(self) -> None:
-        """Stop the heartbeat and drop connections (tests, shutdown)."""
+        """Stop the heartbeat and the child watch, and drop connections (tests, shutdown)."""
         self.renewer.close()
+        if self._child_watch is not None:
+            self._child_watch.close()
+            self._child_watch = None
         self.store.close()
 
 
