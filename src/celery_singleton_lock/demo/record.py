@@ -14,7 +14,7 @@ import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 import redis
 
@@ -83,7 +83,7 @@ class Recorder:
                        counts=dict(counts), labels=labels)
 
     def label(self, lock_key: str) -> Optional[str]:
-        return self.client.hget(self.config.key("labels"), lock_key)
+        return cast(Optional[str], self.client.hget(self.config.key("labels"), lock_key))  # decode_responses
 
 
 @dataclass

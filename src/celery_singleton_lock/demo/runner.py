@@ -24,7 +24,7 @@ import threading
 import time
 from collections import defaultdict
 from types import ModuleType
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple, cast
 
 import redis
 
@@ -58,7 +58,7 @@ class DemoRun:
         self.children: Dict[str, Child] = {}
         self.app_module: Optional[ModuleType] = None
         self.config: Optional[DemoConfig] = None
-        self.client: Optional["redis.Redis[str]"] = None
+        self.client: Optional["redis.Redis"] = None
         self.claimed = False
         self.results: List[Tuple[str, Any]] = []
         self.sent: Dict[str, int] = defaultdict(int)
@@ -140,7 +140,7 @@ class DemoRun:
         assert self.client is not None and self.config is not None
         owner = self.config.key("owner")
         if not self.client.set(owner, str(os.getpid()), nx=True, ex=30):
-            raise RuntimeError(f"another demo run (pid {self.client.get(owner)}) is using namespace "
+            raise RuntimeError(f"another demo run (pid {self.client.get(owner)!s}) is using namespace "
                                f"{self.config.namespace!r} on this Redis; wait for it or set CSL_DEMO_NAMESPACE")
         self.claimed = True
         left = self._delete_keys(keep={owner})
@@ -152,7 +152,7 @@ class DemoRun:
         # Beside a worker and beat we did not start, touch only our own records.
         return self.config.key("*") if self.external else f"{self.config.namespace}:*"
 
-    def _delete_keys(self, keep: Sequence[str] = ()) -> int:
+    def _delete_keys(self, keep: Collection[str] = ()) -> int:
         assert self.client is not None
         deleted = 0
         batch: List[str] = []
@@ -200,7 +200,7 @@ class DemoRun:
         recorder = self.app_module.recorder
         events = recorder.events_since(self.tally.seen)
         self.tally.feed(events)
-        labels = self.client.hgetall(self.config.key("labels"))
+        labels = cast(Dict[str, str], self.client.hgetall(self.config.key("labels")))  # decode_responses
         lines = [format_event(e, self.t0, labels) for e in events]
         stats = self.client.hgetall(self.config.key("stats"))
         beat_sent = int(stats.get("demo.report|sent", 0)) + self.tally.enqueue_conflicts.get("demo.report", 0)

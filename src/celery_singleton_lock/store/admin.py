@@ -25,9 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-import redis
-
-from .client import LockStore
+from .client import Client, LockStore
 from .keys import KeyLayout
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
@@ -155,7 +153,7 @@ def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, n
         fence=_int(fields.get("fence")), token=fields["token"], stale=stale, lost=lost, reason=reason)
 
 
-def _read_batch(client: "redis.Redis[Any]", layout: KeyLayout, keys: List[str],
+def _read_batch(client: Client, layout: KeyLayout, keys: List[str],
                 local_host: str) -> List[LockRecord]:
     pipe = client.pipeline(transaction=False)
     for key in keys:
@@ -175,7 +173,7 @@ def _read_batch(client: "redis.Redis[Any]", layout: KeyLayout, keys: List[str],
     return found
 
 
-def scan_locks(client: "redis.Redis[Any]", layout: KeyLayout, task: Optional[str] = None, *,
+def scan_locks(client: Client, layout: KeyLayout, task: Optional[str] = None, *,
                batch: int = 500, local_host: Optional[str] = None) -> Iterator[LockRecord]:
     """Every lock under ``layout`` (of one task when given), read batch by batch with SCAN."""
     local_host = local_host or socket.gethostname()
@@ -193,14 +191,14 @@ def scan_locks(client: "redis.Redis[Any]", layout: KeyLayout, task: Optional[str
         yield from _read_batch(client, layout, pending, local_host)
 
 
-def read_lock(client: "redis.Redis[Any]", layout: KeyLayout, key: str,
+def read_lock(client: Client, layout: KeyLayout, key: str,
               local_host: Optional[str] = None) -> Optional[LockRecord]:
     """One lock by its full key name; ``None`` when it is free."""
     found = _read_batch(client, layout, [key], local_host or socket.gethostname())
     return found[0] if found else None
 
 
-def find_locks(client: "redis.Redis[Any]", layout: KeyLayout, name: str) -> List[LockRecord]:
+def find_locks(client: Client, layout: KeyLayout, name: str) -> List[LockRecord]:
     """Locks named by a full key, a digest, or a digest's first characters (as git abbreviates)."""
     if split_key(layout, name) is not None:
         record = read_lock(client, layout, name)

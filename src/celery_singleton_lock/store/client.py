@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
+from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from . import scripts
 from .lane import CONNECTION_ERRORS, Lane, pack
 
-__all__ = ["LockStore", "Grant", "Conflict", "Holder", "new_token"]
+__all__ = ["LockStore", "Grant", "Conflict", "Holder", "new_token", "Client"]
+
+#: What a store talks to: one Redis (or Sentinel's master), or a Redis Cluster.
+Client = Union[redis.Redis, RedisCluster]
 
 
 def new_token() -> str:
@@ -100,7 +104,7 @@ def _outcome(reply: Sequence[Any]) -> Optional[Outcome]:
 class LockStore:
     """The lock protocol on one Redis client (or one Redis Cluster client)."""
 
-    def __init__(self, client: "redis.Redis[Any]") -> None:
+    def __init__(self, client: Client) -> None:
         self.client = client
         self._acquire = client.register_script(scripts.ACQUIRE)
         self._release = client.register_script(scripts.RELEASE)
@@ -110,6 +114,7 @@ class LockStore:
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
         # Cluster clients route per slot and have no single pool: they use the client's own path.
         pool = getattr(client, "connection_pool", None)
+        self._pool = pool
         self._lane = Lane(pool) if isinstance(client, redis.Redis) and pool else None
         self._release_text = scripts.RELEASE.encode()
 
@@ -166,8 +171,8 @@ class LockStore:
         try:
             pending = self._lane.begin(pack(b"EVALSHA", self._acquire.sha, 2, *args))
         except CONNECTION_ERRORS:
-            outcome = _outcome(self._evalsha(self._acquire, *args, numkeys=2))
-            return lambda: outcome  # type: ignore[return-value]
+            fallback = _outcome(self._evalsha(self._acquire, *args, numkeys=2))
+            return lambda: fallback  # type: ignore[return-value]
 
         def answer() -> Outcome:
             try:
@@ -198,7 +203,7 @@ class LockStore:
         """Move the fencing counter up to at least ``floor``; returns its value afterwards."""
         return int(self._raise_fence(keys=(fence_key,), args=(floor,)))
 
-    def release_nowait(self, key: str, token: str, done: Callable[[Any], None]) -> None:
+    def release_nowait(self, key: str, token: str, done: Callable[[Any], object]) -> None:
         """Compare-and-delete without waiting for the reply (see :mod:`.lane`); ``done`` gets it later."""
         if self._lane is None:
             done(self.release(key, token))
@@ -257,7 +262,8 @@ class LockStore:
                 self._lane.close()
             except redis.RedisError:
                 pass
-        self.client.connection_pool.disconnect()
+        if self._pool is not None:
+            self._pool.disconnect()
 
     def holder(self, key: str) -> Optional[dict]:
         """The lock's fields with its remaining ttl, for diagnostics; ``None`` when free."""

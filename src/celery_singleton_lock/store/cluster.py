@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Dict, List, Sequence, Tuple
 
+from redis.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from .client import LockStore
@@ -27,6 +28,8 @@ __all__ = ["ClusterStore"]
 
 class ClusterStore(LockStore):
     """A :class:`LockStore` over a ``redis.cluster.RedisCluster`` client."""
+
+    client: RedisCluster
 
     def _batched(self, script: Any, calls: Sequence[Tuple[Sequence[str], Sequence[Any]]]) -> List[Any]:
         """One script call per entry (each within one slot), pipelined per master.

@@ -112,7 +112,7 @@ def _cluster_client(url: str, kwargs: Dict[str, Any]) -> Any:
     return RedisCluster(url=first, startup_nodes=startup, **kwargs)
 
 
-def _sentinel_client(url: str, kwargs: Dict[str, Any], ours: Mapping[str, Any]) -> "redis.Redis[Any]":
+def _sentinel_client(url: str, kwargs: Dict[str, Any], ours: Mapping[str, Any]) -> "redis.Redis":
     from redis.sentinel import Sentinel
 
     master_name = ours.get("master_name")
@@ -149,6 +149,7 @@ def open_store(url: Union[str, Sequence[str]], options: Optional[Mapping[str, An
         clients = [connect(one, options, QUORUM_CLIENT_OPTIONS) for one in url]
         return QuorumStore(clients, node_timeout=float(ours.get("quorum_node_timeout", 0.25)),
                            clock_drift=float(ours.get("quorum_clock_drift", 0.01)))
+    assert isinstance(url, str), f"singleton_lock_url: expected a URL or a list of URLs, got {url!r}"
     client = connect(url, options)
     from redis.cluster import RedisCluster
 
