@@ -35,6 +35,7 @@ def _pid_max() -> int:
     except (OSError, ValueError):
         return 1 << 22  # Linux's ceiling
 
+
 #: Green pools (gevent, eventlet) report the greenlet's id, a memory address, as the "pid".
 _PID_MAX = _pid_max()
 
