@@ -66,7 +66,7 @@ def run_heartbeat(url: str, sizes: Sequence[int], rounds: int, period: float, pe
             raise RuntimeError(f"heartbeat bench: {lost} of {n} leases lost")
 
     # (b) one renew call over n locks, timed (seconds per call).
-    series = Series.declared(list(sizes))
+    series = Series.declared([str(n) for n in sizes])
     for _, n in interleave(list(sizes), rounds):
         reps = max(1, min(200, 2000 // max(n, 1)))
         started = time.perf_counter()

@@ -31,6 +31,8 @@ def test_bench_smoke_writes_every_section(tmp_path):
     assert "| ours: LockStore acquire+release |" in report
     assert re.search(r"\| LockedTask running \| \d+ \| 0 \| \d+ \| 0 \|", report), "storm row of our lock"
     assert "storm: 0 overlaps for LockedTask | max 0 | holds" in report
+    heartbeat = report.split("## Heartbeat", 1)[1].split("## ", 1)[0]
+    assert "n/a" not in heartbeat, "every heartbeat row has its renewal time:\n" + heartbeat
     try:
         import matplotlib  # noqa: F401
     except ImportError:
