@@ -161,8 +161,15 @@ def _hold(attempt: _Attempt, grant: Grant, started: float, body: Callable[[], An
             runtime.renewer.drop(lease)
         else:
             # In a worker, the reply to the release is read off the task's path (Redis applies
-            # the release at once); eager runs wait, so the caller sees the lock gone on return.
-            release(runtime, lease, attempt.task, attempt.request.id, wait=bool(attempt.request.is_eager))
+            # the release at once). Eager runs wait, so the caller sees the lock gone on return,
+            # and so does a process where someone listens for the report, so it comes at once.
+            wait = bool(attempt.request.is_eager) or _report_awaited()
+            release(runtime, lease, attempt.task, attempt.request.id, wait=wait)
+
+
+def _report_awaited() -> bool:
+    """Whether a receiver is connected to the signals that a release's reply sends."""
+    return bool(signals.lock_released.receivers or signals.lock_lost.receivers)
 
 
 def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str], *,
