@@ -189,6 +189,12 @@ def _cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _redis_cpu_seconds(client: "redis.Redis") -> float:
+    """User + system CPU that the Redis server (broker, locks and records alike) has spent so far."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: int, events_url: str,
                    count: int, rounds: int, qor: bool, log: Callable[[str], None] = print) -> dict:
     """Wall time (first publish to last completion) and publish time per variant, one worker."""
@@ -202,7 +208,7 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
             run = f"warm-{label}-{uuid.uuid4().hex[:6]}"
             _publish(task, run, 10)
             _wait_done(events, run, 10, 120)
-        wall, publish, cpu = Series.declared(order), Series.declared(order), Series()
+        wall, publish, cpu, server_cpu = Series.declared(order), Series.declared(order), Series(), Series()
         pid = getattr(worker, "pid", None)
         for r, label in interleave(order, rounds):
             run = f"e2e-{pool}-{r}-{uuid.uuid4().hex[:6]}"
@@ -214,11 +220,13 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
             else:
                 task, same = tasks[label], False
             cpu_before = _cpu_seconds(pid) if pid else 0.0
+            server_before = _redis_cpu_seconds(events)
             first = time.time()
             elapsed, published = _publish(task, run, count, same=same)
             done = _wait_done(events, run, published, timeout=60 + count * 0.5)
             if pid:
                 cpu.add(label, (_cpu_seconds(pid) - cpu_before) / count)
+            server_cpu.add(label, (_redis_cpu_seconds(events) - server_before) / count)
             if held is not None:
                 from celery_singleton_lock.runtime import runtime_for
 
@@ -229,7 +237,7 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
         worker.stop()
         events.close()
     log(f"end to end ({pool} x{concurrency}): {len(order)} variants x {rounds} rounds x {count} messages done")
-    return {"wall": wall, "publish": publish, "cpu": cpu}
+    return {"wall": wall, "publish": publish, "cpu": cpu, "server_cpu": server_cpu}
 
 
 def _overlaps(intervals: List[dict]) -> int:

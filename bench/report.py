@@ -28,6 +28,14 @@ def _ratio(s: Summary) -> Tuple[str, str]:
     return _fmt(s.median, 3) + "x", f"{_fmt(s.low, 3)} – {_fmt(s.high, 3)}"
 
 
+def _cpu_cell(series: Series, variant: str) -> str:
+    """CPU µs per message and its ratio to the plain task's in the same round."""
+    if variant not in series.variants:
+        return "n/a"
+    ratio = series.ratio(variant, "plain task").median
+    return f"{_fmt(series.summary(variant).median * 1e6)} ({_fmt(ratio, 2)}x)"
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -184,29 +192,30 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 "the last `task_postrun` (after each variant released its lock). *Worker CPU* is the "
                 "user + system time of the worker and its pool children over the round (from /proc), "
                 "per message: unlike wall time it does not grow when the shared machine is busy "
-                "elsewhere. *Suppressed duplicates*: "
+                "elsewhere. *Redis CPU* is what the one redis-server (broker, locks and the bench's "
+                "records) spent over the round, per message (from `INFO cpu`): on two cores it is taken "
+                "from the worker and the publisher. *Suppressed duplicates*: "
                 "the same number of messages, all one call whose lock the bench process holds, so every "
                 "one is skipped at run time: its ratio prices a suppressed duplicate against a plain "
                 "trivial task." + qor_note)
         chart_labels, chart_ratios = [], []
         for pool, data in e2e.items():
             wall, publish, cpu = data["wall"], data["publish"], data.get("cpu") or Series()
+            server_cpu = data.get("server_cpu") or Series()
             rows = []
             for variant in wall.variants:
                 w, wspread = _span(wall.summary(variant), 1e3, 1)
                 ratio = wall.ratio(variant, "plain task")
                 per_msg = wall.summary(variant).median / meta["e2e_count"] * 1e6
                 p, _ = _span(publish.summary(variant), 1e6)
-                c = cpu.summary(variant).median * 1e6 if variant in cpu.variants else None
-                c_ratio = cpu.ratio(variant, "plain task").median if variant in cpu.variants else None
                 rows.append([variant, w, wspread, *_ratio(ratio), _fmt(per_msg), p,
-                             f"{_fmt(c)} ({_fmt(c_ratio, 2)}x)" if c is not None else "n/a"])
+                             _cpu_cell(cpu, variant), _cpu_cell(server_cpu, variant)])
                 chart_labels.append(f"{pool}: {variant}")
                 chart_ratios.append(ratio)
             doc.add(f"### {pool}",
                     _table(["variant", "wall ms (median)", "min – max", "× plain", "ratio min – max",
                             "µs per message", "µs per publish (worker busy)",
-                            "worker CPU µs per message (× plain)"], rows))
+                            "worker CPU µs per message (× plain)", "Redis CPU µs per message (× plain)"], rows))
             running = wall.ratio("LockedTask running", "plain task")
             targets.append((f"{pool}: LockedTask running ≤ 1.05× plain", f"{_fmt(running.median, 3)}x",
                             _verdict(running.median <= 1.05)))
