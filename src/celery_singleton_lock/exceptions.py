@@ -29,22 +29,19 @@ __all__ = [
 
 
 class SingletonLockError(Exception):
-    """Root of the library's errors; carries the task and key when known."""
+    """Root of the library's errors; carries the task and key when known.
 
-    def __init__(self, message: str, *, task: Optional[str] = None, key: Optional[str] = None) -> None:
-        super().__init__(message)
+    The context travels in ``args`` after the message, so an error rebuilt from a
+    result backend (Celery calls ``cls(*args)``, whatever the serializer) keeps it.
+    """
+
+    def __init__(self, message: str, task: Optional[str] = None, key: Optional[str] = None) -> None:
+        super().__init__(message, task, key)
         self.task = task
         self.key = key
 
-    def __reduce__(self):  # keep context across pickling (result backends, prefork)
-        return (_rebuild, (type(self), self.args, self.__dict__))
-
-
-def _rebuild(cls, args, state):
-    err = cls.__new__(cls)
-    Exception.__init__(err, *args)
-    err.__dict__.update(state)
-    return err
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class ConfigurationError(SingletonLockError, ValueError):
@@ -54,18 +51,21 @@ class ConfigurationError(SingletonLockError, ValueError):
 class UnencodableArgumentError(SingletonLockError, TypeError):
     """An argument has no canonical encoding, so no stable lock key can be derived for it."""
 
-    def __init__(self, message: str, *, task: Optional[str] = None, parameter: Optional[str] = None) -> None:
-        super().__init__(message, task=task)
+    def __init__(self, message: str, task: Optional[str] = None, parameter: Optional[str] = None) -> None:
+        Exception.__init__(self, message, task, parameter)
+        self.task = task
+        self.key = None
         self.parameter = parameter
 
 
 class LockedError(SingletonLockError):
     """A duplicate of a task that holds the lock; ``holder`` is the holder's task id."""
 
-    def __init__(
-        self, message: str, *, task: Optional[str] = None, key: Optional[str] = None, holder: Optional[str] = None
-    ) -> None:
-        super().__init__(message, task=task, key=key)
+    def __init__(self, message: str, task: Optional[str] = None, key: Optional[str] = None,
+                 holder: Optional[str] = None) -> None:
+        Exception.__init__(self, message, task, key, holder)
+        self.task = task
+        self.key = key
         self.holder = holder
 
 
