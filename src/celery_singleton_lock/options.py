@@ -154,7 +154,8 @@ def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
     url = conf.get("singleton_lock_url")
     if url is None:
-        broker = conf.get("broker_url") or ""
+        # Celery's own reading of the broker URL, which CELERY_BROKER_URL (``celery -b``) overrides.
+        broker = getattr(conf, "broker_url", None) or conf.get("broker_url") or ""
         broker = broker[0] if isinstance(broker, (list, tuple)) and broker else broker
         if isinstance(broker, str) and broker.split("://", 1)[0] in ("redis", "rediss", "unix", "socket"):
             url = broker.split(";", 1)[0]

@@ -86,3 +86,23 @@ def test_bound_task_self_is_not_part_of_the_key():
         pass
 
     assert job.lock_digest((1, "a"), {}) == job.lock_digest((1,), {"payload": "b"})
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("singleton_lock_url", "http://h:1/0", "scheme must be"),
+    ("singleton_lock_prefix", "{bad}", "without braces"),
+    ("singleton_lock_transport_options", 5, "dict of redis-py options"),
+])
+def test_a_wrong_app_setting_fails_when_a_task_is_defined(setting, value, message):
+    app = _finalized_app()
+    app.conf[setting] = value
+    with pytest.raises(ConfigurationError, match=message):
+        @app.task(base=LockedTask, shared=False)
+        def job(account_id):
+            pass
+
+
+def test_the_lock_url_follows_the_broker_url_celery_reads_from_the_environment(monkeypatch):
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://from-env:6379/4")  # what `celery -b URL` sets
+    app = Celery("env", broker="amqp://guest@h//", set_as_current=False)
+    assert resolve_settings(app.conf).url == "redis://from-env:6379/4"
