@@ -166,6 +166,11 @@ class ArgumentKey:
                 )
         return names
 
+    @property
+    def takes_function(self) -> bool:
+        """Whether ``lock_key`` is a function of the call (it sees the arguments as given)."""
+        return self._spec is not None and self._selected is None
+
     # -- binding ------------------------------------------------------------------------------
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Dict[str, Any]:
         """Map the call onto parameter names, defaults applied, as the body would see it."""

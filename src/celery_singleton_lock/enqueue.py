@@ -30,17 +30,19 @@ and the worker guards the run (and applies ``on_lock_error`` itself).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from celery import states
 from celery.utils import uuid
+from kombu.serialization import dumps, loads
 
 from . import signals
 from .exceptions import LockBackendError, LockedError
-from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, LIBRARY_HEADERS, RETRIES_HEADER
+from .guard import AFTER_HEADER, BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, LIBRARY_HEADERS, RETRIES_HEADER
 from .runtime import runtime_for
 from .store import Conflict, Grant, Holder
 from .store.client import new_token
@@ -48,12 +50,53 @@ from .store.client import new_token
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
 
-__all__ = ["publish_locked"]
+__all__ = ["publish_locked", "CallOptions", "as_delivered"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
 #: publish(task_id, headers, gate): ``gate`` (when given) must guard the producer the message goes out by.
 Publish = Callable[[str, Optional[Dict[str, Any]], Optional["_Gate"]], Any]
+
+
+class CallOptions:
+    """What ``apply_async``'s options say about one call, as the enqueue lock needs it."""
+
+    __slots__ = ("headers", "countdown", "eta", "serializer", "continues", "can_gate")
+
+    def __init__(self, options: Mapping[str, Any], link: Any = None) -> None:
+        self.headers: Optional[Mapping[str, Any]] = options.get("headers")
+        self.countdown: Optional[float] = options.get("countdown")
+        self.eta: Any = options.get("eta")
+        self.serializer: Optional[str] = options.get("serializer")
+        #: Something runs after this call: a chain's next steps, a chord's body, a link.
+        self.continues = bool(link or options.get("chain") or options.get("chord"))
+        #: False when the message goes out through a ``connection=`` of the caller's, not the
+        #: producer handed to ``publish``: then the lock's answer is read before publishing.
+        self.can_gate = options.get("connection") is None
+
+    def delay(self, app: Any) -> float:
+        """Seconds until the message is due (``countdown``, or ``eta`` from now); 0 when at once."""
+        try:
+            if self.countdown:
+                return max(float(self.countdown), 0.0)
+            eta = self.eta
+            if not eta:
+                return 0.0
+            if isinstance(eta, str):
+                eta = dt.datetime.fromisoformat(eta)
+            if eta.tzinfo is None:  # naive: UTC or local time, as the app reads it; take the later one
+                now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+                return max((eta - now).total_seconds(), (eta - dt.datetime.now()).total_seconds(), 0.0)
+            return max((eta - dt.datetime.now(dt.timezone.utc)).total_seconds(), 0.0)
+        except (TypeError, ValueError, AttributeError):
+            return 0.0  # not a time: Celery refuses the call with its own error, before it is published
+
+
+def as_delivered(args: Sequence[Any], kwargs: Mapping[str, Any], serializer: str) -> Tuple[Any, Any]:
+    """The arguments after the message serializer's round trip: what the worker's body receives."""
+    content_type, encoding, body = dumps((list(args), dict(kwargs)), serializer=serializer)
+    delivered_args, delivered_kwargs = loads(body, content_type, encoding)
+    return delivered_args, delivered_kwargs
 
 
 def _is_library_republish(headers: Optional[Mapping[str, Any]]) -> bool:
@@ -62,19 +105,20 @@ def _is_library_republish(headers: Optional[Mapping[str, Any]]) -> bool:
 
 
 def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, Any], task_id: Optional[str],
-                   headers: Optional[Mapping[str, Any]], countdown: Optional[float], publish: Publish,
-                   can_gate: bool = True) -> Any:
-    """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate.
-
-    ``can_gate`` is false when the message will not go out through the producer handed
-    to ``publish`` (a ``connection=`` option): then the answer is read before publishing.
-    """
+                   call: "CallOptions", publish: Publish) -> Any:
+    """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate."""
     options, argument_key = task.singleton_lock()
-    digest = argument_key(args, kwargs)  # raises before anything is locked or published
+    if argument_key.takes_function:
+        # A lock_key function sees the arguments as the worker's body will (tuples as lists,
+        # say): the digest it makes here must be the one the worker makes from the message.
+        digest = argument_key(*as_delivered(args, kwargs, call.serializer or task.serializer))
+    else:
+        digest = argument_key(args, kwargs)  # raises before anything is locked or published
+    headers = call.headers
     # self.retry() / re-publishing the running call itself: the lock goes with the message.
     current = task.lock if task_id is not None and task.request.id == task_id else None
     if current is not None:
-        return _republish_own(task, current, options, countdown, publish)
+        return _republish_own(task, current, options, call.delay(task.app), publish)
     if _is_library_republish(headers):
         return publish(task_id or uuid(), {k: headers[k] for k in LIBRARY_HEADERS if k in headers}, None)  # type: ignore
 
@@ -82,6 +126,7 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
     key = runtime.layout.enqueue(task.name, digest, options.scope)
     requested_id, task_id = task_id, task_id or uuid()
     token = new_token()
+    can_gate = call.can_gate
     holder = Holder(task_id=task_id, host=runtime.hostname, pid=os.getpid(), since_ms=int(time.time() * 1000),
                     heartbeat_ms=int(options.heartbeat * 1000))
     gate = _Gate()
@@ -97,8 +142,10 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
     try:
         # Sent now, answered when the message is ready to go out: the round trip overlaps Celery
         # building the message instead of adding to it.
-        gate.answer = runtime.store.acquire_soon(key, runtime.layout.fence(task.name), token,
-                                                 int(options.queue_ttl * 1000), holder, state="queued")
+        # The lock waits in the queue as long as the message may: lock_queue_ttl past its eta.
+        queue_ttl_ms = int((options.queue_ttl + call.delay(task.app)) * 1000)
+        gate.answer = runtime.store.acquire_soon(key, runtime.layout.fence(task.name), token, queue_ttl_ms, holder,
+                                                 state="queued")
     except BACKEND_ERRORS as exc:
         return unreachable(exc)
     try:
@@ -106,7 +153,8 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
             gate()
         result = publish(task_id, {ENQUEUE_TOKEN_HEADER: token}, gate if can_gate else None)
     except _Refused as refused:
-        return _duplicate_at_enqueue(task, key, task_id, refused.conflict, options.on_locked, publish, requested_id)
+        return _duplicate_at_enqueue(task, key, task_id, refused.conflict, options.on_locked, publish, requested_id,
+                                     call.continues)
     except _Unreachable as exc:
         return unreachable(exc.error)
     except BaseException:
@@ -213,7 +261,7 @@ class GatedProducer:
 
 
 def _duplicate_at_enqueue(task: "LockedTask", key: str, task_id: str, conflict: Conflict, policy: str,
-                          publish: Publish, requested_id: Optional[str]) -> Any:
+                          publish: Publish, requested_id: Optional[str], continues: bool) -> Any:
     logger.info("singleton lock: %s: call at enqueue is a duplicate (%s): key %s held by %s (%s)",
                 task.name, policy, key, conflict.task_id or "?", conflict.state or "?")
     signals.lock_conflict.send(sender=task, key=key, task_id=task_id, holder=conflict.task_id, action=policy,
@@ -222,7 +270,10 @@ def _duplicate_at_enqueue(task: "LockedTask", key: str, task_id: str, conflict: 
         raise LockedError(f"task {task.name}: lock {key} is held by task {conflict.task_id or '?'} "
                           f"({conflict.state or 'unknown state'}); nothing was published",
                           task=task.name, key=key, holder=conflict.task_id)
-    if policy == "retry":
+    if policy == "retry" or continues:
+        # retry: the worker re-queues it until the lock is free. A call that something follows
+        # (a chain's next step, a chord's body, a link) must end in the worker, where its
+        # outcome (a skip is SUCCESS with None) moves the chain on or counts toward the chord.
         return publish(task_id, None, None)
     if requested_id and requested_id != conflict.task_id:
         # The caller (a group, a chain, an explicit task_id) already holds a result for this id:
@@ -238,13 +289,13 @@ def _store_skipped(task: "LockedTask", task_id: str) -> None:
         pass
 
 
-def _republish_own(task: "LockedTask", current: Any, options: Any, countdown: Optional[float],
-                   publish: Publish) -> Any:
+def _republish_own(task: "LockedTask", current: Any, options: Any, delay: float, publish: Publish) -> Any:
     """The holder re-queues itself (``self.retry()``): the lock goes with the message."""
     if options.scope != "queued_or_running":
-        return publish(current.task_id, None, None)  # ``queued``: the run lock ends with this execution
+        # ``queued``: the run lock ends with this execution, which the retry waits for.
+        return publish(current.task_id, {AFTER_HEADER: current.token}, None)
     runtime = runtime_for(task.app)
-    ttl_ms = int((options.queue_ttl + (countdown or 0)) * 1000)
+    ttl_ms = int((options.queue_ttl + delay) * 1000)
     runtime.renewer.drop(current.lease)  # a renewal must not shorten the queued TTL
     if runtime.store.requeue(current.key, current.token, ttl_ms):
         current.requeued = True

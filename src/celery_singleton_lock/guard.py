@@ -12,7 +12,7 @@ import logging
 import os
 import random
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import redis
 from celery.exceptions import Ignore, Retry
@@ -27,8 +27,8 @@ from .store.client import new_token
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
 
-__all__ = ["run_guarded", "TOKEN_HEADER", "ENQUEUE_TOKEN_HEADER", "RETRIES_HEADER", "LIBRARY_HEADERS", "HANDLE_ATTR", "jittered",
-           "release"]
+__all__ = ["run_guarded", "TOKEN_HEADER", "ENQUEUE_TOKEN_HEADER", "RETRIES_HEADER", "AFTER_HEADER", "LIBRARY_HEADERS",
+           "HANDLE_ATTR", "jittered", "release", "library_headers"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -38,14 +38,24 @@ TOKEN_HEADER = "singleton_lock_token"
 ENQUEUE_TOKEN_HEADER = "singleton_lock_enqueue_token"
 #: Message header counting re-queues caused by the lock (kept apart from ``retries``).
 RETRIES_HEADER = "singleton_lock_retries"
+#: Message header of a ``self.retry()`` message: the token of the execution that re-queued the
+#: task. That execution may still be finishing when the retry starts; the retry waits for it.
+AFTER_HEADER = "singleton_lock_after"
 #: Every header the library writes. Celery copies a request's custom headers into
 #: ``self.retry()`` messages, so publishing code strips these and sets its own.
-LIBRARY_HEADERS = (TOKEN_HEADER, ENQUEUE_TOKEN_HEADER, RETRIES_HEADER)
+LIBRARY_HEADERS = (TOKEN_HEADER, ENQUEUE_TOKEN_HEADER, RETRIES_HEADER, AFTER_HEADER)
 #: Request-context attribute holding the execution's :class:`ExecutionLock`.
 HANDLE_ATTR = "_singleton_lock_handle"
 
 #: Errors meaning "Redis could not answer", as opposed to a bug.
 BACKEND_ERRORS = (redis.RedisError, OSError)
+
+
+def library_headers(inherited: Optional[Mapping[str, Any]], ours: Mapping[str, Any]) -> Dict[str, Any]:
+    """A message's headers: the caller's (less any of ours Celery copied from a request), then ours."""
+    merged = {k: v for k, v in (inherited or {}).items() if k not in LIBRARY_HEADERS}
+    merged.update(ours)
+    return merged
 
 
 def jittered(delay: float) -> float:
@@ -57,7 +67,7 @@ class _Attempt:
     """What one execution needs to take its lock; built once per execution."""
 
     __slots__ = ("task", "request", "options", "runtime", "key", "queued_key", "fence_key", "token",
-                 "enqueue_token", "holder")
+                 "enqueue_token", "after", "holder")
 
     def __init__(self, task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         options, argument_key = task.singleton_lock()
@@ -75,6 +85,8 @@ class _Attempt:
         # An enqueue lock handed over by the publisher; None when the message came without one
         # (send_task by name, a retry, eager mode) or once it turned out not to be ours any more.
         self.enqueue_token = request.get(ENQUEUE_TOKEN_HEADER) if options.at_enqueue else None
+        # The token of the execution whose self.retry() published this message, if one did.
+        self.after = request.get(AFTER_HEADER)
         self.holder = Holder(
             task_id=request.id or "", host=runtime.hostname, pid=os.getpid(),
             since_ms=int(time.time() * 1000), heartbeat_ms=int(options.heartbeat * 1000))
@@ -100,6 +112,16 @@ class _Attempt:
         except BACKEND_ERRORS as exc:
             logger.warning("singleton lock: giving back %s after an interrupted acquire failed (%r); it "
                            "expires within lock_ttl", self.key, exc)
+
+    def follows_holder(self) -> bool:
+        """Whether the lock is held (or was, a moment ago) by the execution that re-queued this message."""
+        if not self.after:
+            return False
+        try:
+            info = self.runtime.store.holder(self.key)
+        except BACKEND_ERRORS:
+            return False
+        return info is None or info.get("token") == self.after
 
     def give_up_queue_slot(self) -> None:
         """A ``queued`` copy that will not run frees its place in the queue."""
@@ -221,11 +243,18 @@ def _duplicate(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
                kwargs: Mapping[str, Any]) -> Tuple[Grant, float]:
     """Resolve a conflict into a grant, or raise what the task's outcome must be."""
     if conflict.task_id and conflict.task_id == attempt.request.id:
+        if attempt.follows_holder():
+            # self.retry() published this copy, and the execution that did is still finishing.
+            return _wait_turn(attempt, conflict, args, kwargs)
         try:
             return _redelivery(attempt, conflict)
         except _OtherHolder as other:
             conflict = other.conflict  # now an ordinary duplicate of that call
     policy = attempt.options.on_locked
+    if attempt.enqueue_token and attempt.queued_key != attempt.key and policy != "wait":
+        # The one copy that ``queued`` lets wait behind a running one met it still running: it is
+        # no duplicate, it waits its turn (keeping its queue slot).
+        return _wait_turn(attempt, conflict, args, kwargs)
     if policy == "wait":
         return _wait(attempt, conflict)
     attempt.conflict(conflict, policy)
@@ -247,9 +276,8 @@ class _Skip(Exception):
 _DECIDED = (Ignore, Retry, LockedError, *BACKEND_ERRORS)
 
 
-def _wait(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
-    """Block until the lock is released or the wait times out, woken by the release announcement."""
-    attempt.conflict(conflict, "wait")
+def _wait_for_release(attempt: _Attempt) -> Union[Tuple[Grant, float], Conflict]:
+    """Block until the lock is ours, woken by the release announcement; the holder on timeout."""
     deadline = time.monotonic() + attempt.options.wait_timeout
     with attempt.runtime.store.release_events(attempt.key) as events:
         while True:
@@ -258,14 +286,33 @@ def _wait(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
                 return outcome, started
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                attempt.give_up_queue_slot()
-                raise LockedError(
-                    f"task {attempt.task.name}[{attempt.request.id}]: waited "
-                    f"{attempt.options.wait_timeout:g}s for lock {attempt.key} held by task "
-                    f"{outcome.task_id or '?'}", task=attempt.task.name, key=attempt.key,
-                    holder=outcome.task_id)
+                return outcome
             # Also wake when the holder's TTL would run out (a dead holder announces nothing).
             events.wait(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01))
+
+
+def _wait(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
+    """``on_locked="wait"``: wait up to ``lock_wait_timeout``, then end in FAILURE with LockedError."""
+    attempt.conflict(conflict, "wait")
+    outcome = _wait_for_release(attempt)
+    if isinstance(outcome, Conflict):
+        attempt.give_up_queue_slot()
+        raise LockedError(
+            f"task {attempt.task.name}[{attempt.request.id}]: waited {attempt.options.wait_timeout:g}s for "
+            f"lock {attempt.key} held by task {outcome.task_id or '?'}", task=attempt.task.name, key=attempt.key,
+            holder=outcome.task_id)
+    return outcome
+
+
+def _wait_turn(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
+               kwargs: Mapping[str, Any]) -> Tuple[Grant, float]:
+    """A copy that must run after the holder (not a duplicate): it waits up to ``lock_wait_timeout``
+    for the release, then goes back to the queue to wait there, keeping what it holds."""
+    attempt.conflict(conflict, "wait")
+    outcome = _wait_for_release(attempt)
+    if isinstance(outcome, Conflict):
+        raise _requeue(attempt, args, kwargs, outcome)
+    return outcome
 
 
 def _redelivery(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
@@ -338,6 +385,8 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     headers[RETRIES_HEADER] = done + 1
     if attempt.enqueue_token:
         headers[ENQUEUE_TOKEN_HEADER] = attempt.enqueue_token  # keep the queue slot for the next try
+    if attempt.after:
+        headers[AFTER_HEADER] = attempt.after  # still the retry of that execution
     signature = task.signature_from_request(
         request, args, kwargs, countdown=countdown, retries=request.retries, headers=headers)
     signature.apply_async()

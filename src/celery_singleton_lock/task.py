@@ -24,10 +24,10 @@ from typing import Any, ClassVar, Mapping, Optional, Sequence, Tuple
 from celery import Task
 
 from .arguments import ArgumentKey, LockKeySpec
-from .enqueue import publish_locked
-from .guard import HANDLE_ATTR, LIBRARY_HEADERS, run_guarded
+from .enqueue import CallOptions, publish_locked
+from .guard import AFTER_HEADER, HANDLE_ATTR, library_headers, run_guarded
 from .handle import ExecutionLock
-from .options import LockOptions, resolve_options
+from .options import LockOptions, resolve_options, resolve_settings
 
 __all__ = ["LockedTask"]
 
@@ -77,6 +77,7 @@ class LockedTask(Task):
 
     @classmethod
     def _resolve_singleton_lock(cls, app: Any) -> Tuple[LockOptions, ArgumentKey]:
+        resolve_settings(app.conf)  # the app's lock settings too: a wrong URL or prefix fails now, not per task
         options = resolve_options(cls.name, lambda attr: getattr(cls, attr, None), app.conf)
         argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key)
         cls._singleton_lock_resolved = (app, options, argument_key)
@@ -118,22 +119,24 @@ class LockedTask(Task):
             # Eager runs take the run lock inside apply(); either way, arguments without
             # a lock key are refused before anything is published.
             self.lock_digest(args or (), kwargs or {})
+            own = self.lock if task_id is not None and task_id == self.request.id else None
+            if own is not None:
+                # self.retry(): the retry may start while this execution still finishes; it waits for it.
+                options["headers"] = library_headers(options.get("headers"), {AFTER_HEADER: own.token})
             return Task.apply_async(self, args, kwargs, task_id, producer, link, link_error, shadow, **options)
 
         def publish(publish_id: str, headers: Optional[dict], gate: Any) -> Any:
             inherited = options.get("headers")
             if inherited or headers:
                 # Celery copies a request's headers into self.retry(): ours are set afresh.
-                merged = {k: v for k, v in (inherited or {}).items() if k not in LIBRARY_HEADERS}
-                options["headers"] = {**merged, **(headers or {})}
+                options["headers"] = library_headers(inherited, headers or {})
             if gate is None:
                 return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow,
                                         **options)
             return gate.through(self.app, producer, lambda gated: Task.apply_async(
                 self, args, kwargs, publish_id, gated, link, link_error, shadow, **options))
 
-        return publish_locked(self, args or (), kwargs or {}, task_id, options.get("headers"),
-                              options.get("countdown"), publish, can_gate=options.get("connection") is None)
+        return publish_locked(self, args or (), kwargs or {}, task_id, CallOptions(options, link), publish)
 
 
 def _inherits_plain_call(cls: type) -> bool:

@@ -127,6 +127,19 @@ def retrying(self, key):
     return "retried"
 
 
+@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1)
+def retry_now(self, key, cleanup=0.5):
+    """Re-queues itself at once, then takes a while to leave the body (a cleanup in ``finally``)."""
+    started = time.time()
+    try:
+        if self.request.retries == 0:
+            raise self.retry(countdown=0)
+        return self.request.retries
+    finally:
+        time.sleep(cleanup)
+        _record("intervals", self, started, key=key, retries=self.request.retries)
+
+
 @app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="retry", lock_retry_delay=0.5)
 def policy_retry(self, key, duration=1.5):
     return _body(self, key, duration)
@@ -182,9 +195,24 @@ def qor_raise(self, key, duration=0.5):
     return _tracked(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued")
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", lock_retry_delay=0.3)
 def queued_job(self, key, duration=0.5):
     return _tracked(self, key, duration)
+
+
+def _pair_key(pair, duration=0.2):
+    return str(pair)  # "(1, 2)" for a tuple, "[1, 2]" for the list a JSON message delivers
+
+
+@app.task(base=LockedTask, bind=True, lock_key=_pair_key, lock_scope="queued_or_running")
+def qor_pair(self, pair, duration=0.2):
+    return _tracked(self, pair, duration)
+
+
+@app.task
+def collect(results):
+    """A chord body: what its header's members returned."""
+    return results
 
 
 @app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", on_locked="wait",

@@ -65,28 +65,30 @@ def _run_beat(proj, start_worker, broker_redis, events_redis, task: str, seconds
     return samples, elapsed
 
 
-def _executions_within(events_redis, elapsed: float) -> list:
+def _executions_within(events_redis, lock_redis, elapsed: float, queued_after: int = 0) -> list:
+    """Back-to-back 3.5 s runs while beat ran, plus the copies still queued when it stopped."""
+    wait_unlocked(lock_redis, 15)  # nothing queued or running any more
     wait_for(lambda: events_redis.scard("running") == 0, 10, what="the last run to finish")
     intervals = records(events_redis)
-    assert abs(len(intervals) - elapsed / 3.5) <= 1, (len(intervals), elapsed)
+    assert abs(len(intervals) - elapsed / 3.5 - queued_after) <= 1, (len(intervals), elapsed)
     assert overlaps(intervals) == []
     return intervals
 
 
-def test_beat_job_never_piles_up_with_queued_or_running(proj, start_worker, broker_redis, events_redis):
+def test_beat_job_never_piles_up_with_queued_or_running(proj, start_worker, broker_redis, events_redis, lock_redis):
     samples, elapsed = _run_beat(proj, start_worker, broker_redis, events_redis, "beat_qor")
 
     assert max(sum(s) for s in samples) <= 1  # never more than one copy queued or running
     assert max(s[2] for s in samples) == 1
-    _executions_within(events_redis, elapsed)
+    _executions_within(events_redis, lock_redis, elapsed)
 
 
-def test_beat_job_never_runs_twice_at_once_with_queued(proj, start_worker, broker_redis, events_redis):
+def test_beat_job_never_runs_twice_at_once_with_queued(proj, start_worker, broker_redis, events_redis, lock_redis):
     samples, elapsed = _run_beat(proj, start_worker, broker_redis, events_redis, "beat_queued")
 
     assert max(s[2] for s in samples) == 1  # never two running
     assert max(s[0] + s[1] for s in samples) <= 1  # never two waiting
-    _executions_within(events_redis, elapsed)
+    _executions_within(events_redis, lock_redis, elapsed, queued_after=1)  # the waiting copy runs after the last one
 
 
 def test_revoking_a_waiting_message_frees_its_lock(proj, start_worker, events_redis, lock_redis, broker_redis):
@@ -141,6 +143,19 @@ def test_queued_scope_keeps_one_running_and_one_waiting(proj, start_worker, even
 
     assert third.id == waiting.id
     assert running.get(timeout=20) and waiting.get(timeout=30)
+    intervals = records(events_redis)
+    assert len(intervals) == 2 and overlaps(intervals) == []
+
+
+def test_the_copy_queued_behind_a_running_one_runs_after_it(proj, start_worker, events_redis):
+    start_worker(concurrency=2)  # a free slot: the queued copy starts while the first still runs
+    running = proj.queued_job.delay("k", duration=1.5)
+    wait_started(events_redis, 1)
+    queued = proj.queued_job.delay("k", duration=0.1)
+    assert proj.queued_job.delay("k").id == queued.id  # one copy queued already
+
+    assert running.get(timeout=20)["key"] == "k"
+    assert queued.get(timeout=20)["key"] == "k"  # it waited its turn instead of being skipped
     intervals = records(events_redis)
     assert len(intervals) == 2 and overlaps(intervals) == []
 
@@ -225,11 +240,46 @@ def test_eager_mode_runs_under_the_run_lock(proj, lock_redis, events_redis):
 
 
 def test_signatures_groups_and_chains_take_the_enqueue_lock(proj, broker_redis):
-    from celery import chain, group
+    from celery import group
 
     proj.qor_job.s("k").apply_async()  # a signature takes the lock: the next "k" calls are duplicates
     in_group = group(proj.qor_job.s("k"), proj.qor_job.s("other")).apply_async()
-    chain(proj.qor_job.s("k"), proj.storm.si("x")).apply_async()  # its head is a duplicate: skipped
 
-    assert queued_messages(broker_redis) == 2  # "k" once, "other" once; the chain published nothing
+    assert queued_messages(broker_redis) == 2  # "k" once, "other" once
     assert in_group.results[0].get(timeout=5) is None  # the skipped member is ready, not PENDING
+
+
+def test_a_duplicate_that_heads_a_chain_or_joins_a_chord_lets_them_finish(proj, start_worker, broker_redis):
+    from celery import chain, chord
+
+    holder = proj.qor_job.delay("k", duration=1.0)
+    chained = chain(proj.qor_job.s("k"), proj.storm.si("after-the-head")).apply_async()
+    chorded = chord([proj.qor_job.s("c", duration=1.0), proj.qor_job.s("c")], proj.collect.s()).apply_async()
+    assert queued_messages(broker_redis) == 4  # the duplicates go out without an enqueue lock
+
+    start_worker(concurrency=2)
+    assert chained.get(timeout=30)["key"] == "after-the-head"  # the skipped head moved the chain on
+    results = chorded.get(timeout=30)
+    assert sorted(results, key=lambda r: r is None)[0]["key"] == "c" and None in results  # one ran, one skipped
+    assert holder.get(timeout=10)["key"] == "k"
+
+
+def test_a_lock_key_function_sees_the_arguments_as_the_worker_will(proj, start_worker, lock_redis, events_redis):
+    first = proj.qor_pair.delay((1, 2))  # a tuple here, a list in the worker's body
+    assert proj.qor_pair.delay([1, 2]).id == first.id  # the same call once delivered
+
+    start_worker()
+    assert first.get(timeout=20)["key"] == [1, 2]
+    wait_unlocked(lock_redis, 2)  # the worker adopted the enqueue lock and released it
+    again = proj.qor_pair.delay((1, 2))
+    assert again.id != first.id and again.get(timeout=20)["key"] == [1, 2]
+
+
+def test_the_enqueue_lock_outlives_a_countdown_or_an_eta(proj, lock_redis):
+    proj.qor_job.apply_async(("later",), countdown=600)
+    proj.qor_job.apply_async(("at",), eta=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=900))
+
+    ttls = sorted(lock_redis.pttl(k) for k in lock_keys(lock_redis))
+    queue_ttl_ms = 3600 * 1000  # lock_queue_ttl, counted from when the message is due
+    assert queue_ttl_ms + 590_000 < ttls[0] <= queue_ttl_ms + 600_000
+    assert queue_ttl_ms + 890_000 < ttls[1] <= queue_ttl_ms + 900_000
