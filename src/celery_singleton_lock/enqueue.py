@@ -14,9 +14,11 @@ What a duplicate does at enqueue time:
 
 ``skip``  nothing is published; the caller gets the ``AsyncResult`` of the copy
           that holds the lock, so ``.get()`` waits for the run that will happen. A
-          caller that chose the id itself (groups, chains, ``task_id=``) finds that
-          id SUCCESS with result ``None``, as for a duplicate skipped at run time;
-          the rest of a chain whose head was skipped is not published either.
+          caller that chose the id itself (groups, ``task_id=``) finds that id
+          SUCCESS with result ``None``, as for a duplicate skipped at run time. A
+          call that something follows (a chain's next step, a chord's body, a
+          ``link``) is published without an enqueue lock instead: the worker skips
+          it, and its SUCCESS moves the chain on and counts toward the chord.
 ``raise`` :class:`~.exceptions.LockedError` to the caller; nothing is published.
 ``retry`` the message is published *without* an enqueue lock; the worker then
           re-queues it until the lock is free, so the call runs after the holder.
