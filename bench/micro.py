@@ -210,13 +210,26 @@ def _redis_benchmark(url: str, requests: int) -> Optional[float]:
 SERVER_LIMIT = "redis-benchmark -c 1 PING (server limit)"
 
 
+def _server_usec(clients: Sequence["redis.Redis"]) -> float:
+    """Microseconds the servers have spent executing commands (INFO commandstats), bench queries aside."""
+    total = 0.0
+    for client in clients:
+        for name, stats in client.info("commandstats").items():
+            if not name.startswith(("cmdstat_info", "cmdstat_config")):
+                total += float(stats["usec"])
+    return total
+
+
 def run_micro(url: str, extra_urls: Sequence[str], cycles: int, rounds: int,
               log: Callable[[str], None] = print) -> dict:
-    """``{"series": cycles/s, "sends": {variant: requests per cycle}, "trips": {variant: round trips per cycle}}``."""
+    """``{"series": cycles/s, "sends": {variant: requests per cycle}, "trips": {variant: round trips per cycle},
+    "server_us": {variant: server µs per cycle}}``."""
     variants = _variants(url, extra_urls)
     names = list(variants)
     sends: Dict[str, float] = {}
     trips: Dict[str, float] = {}
+    server_us: Dict[str, float] = {}
+    servers = [redis.Redis.from_url(u) for u in (url, *extra_urls)]
     for name, (cycle, _) in variants.items():
         for _ in range(max(cycles // 20, 5)):  # warm up: scripts loaded, connections open
             cycle()
@@ -224,6 +237,12 @@ def run_micro(url: str, extra_urls: Sequence[str], cycles: int, rounds: int,
             for _ in range(20):
                 cycle()
         sends[name], trips[name] = box[0] / 20, box[1] / 20
+        spent = _server_usec(servers)
+        for _ in range(cycles):
+            cycle()
+        server_us[name] = (_server_usec(servers) - spent) / cycles
+    for server in servers:
+        server.close()
     with_server = shutil.which("redis-benchmark") is not None
     order = names + ([SERVER_LIMIT] if with_server else [])
     series = Series.declared(order)
@@ -242,4 +261,4 @@ def run_micro(url: str, extra_urls: Sequence[str], cycles: int, rounds: int,
     for _, cleanup in variants.values():
         cleanup()
     log(f"micro: {len(order)} variants x {rounds} rounds x {cycles} cycles done")
-    return {"series": series, "sends": sends, "trips": trips}
+    return {"series": series, "sends": sends, "trips": trips, "server_us": server_us}

@@ -121,8 +121,9 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
             ratio = series.ratio(variant, floor)
             sends = micro["sends"].get(variant)
             trips = micro.get("trips", {}).get(variant)
+            server = micro.get("server_us", {}).get(variant)
             rows.append([variant, value, spread, *_ratio(ratio), "" if sends is None else _fmt(sends, 1),
-                         "" if trips is None else _fmt(trips, 1)])
+                         "" if trips is None else _fmt(trips, 1), "" if server is None else _fmt(server, 1)])
             labels.append(variant)
             ratios.append(ratio)
         doc.add("## Micro: uncontended acquire+release",
@@ -133,10 +134,12 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 "for a reply (commands written back to back and read afterwards share one). The worker "
                 "path is what a task costs a worker: the acquire waits, the release is sent and its reply "
                 "is read with the next acquire's. The ratio is cycles/s over the raw floor's in the same round: above 1 is "
-                "faster than the floor. `redis-benchmark` is requests/s of a C client (one request per "
+                "faster than the floor. *Redis µs/cycle* is the time the servers spent executing the "
+                "cycle's commands (`INFO commandstats`, one pass of the same number of cycles). "
+                "`redis-benchmark` is requests/s of a C client (one request per "
                 "cycle), the server's limit on one connection.",
                 _table(["variant", "cycles/s (median)", "min – max", "× raw floor", "ratio min – max",
-                        "requests/cycle", "round trips/cycle"], rows),
+                        "requests/cycle", "round trips/cycle", "Redis µs/cycle"], rows),
                 f"![micro]({img('bench-micro.png')})")
         if _chart(os.path.join(chart_dir, "bench-micro.png"), "Acquire+release throughput vs raw floor (higher is faster)",
                labels, ratios, "cycles/s ÷ raw floor's cycles/s, same round", targets=[(0.95, "target 0.95")]):
