@@ -168,7 +168,8 @@ class ArgumentKey:
 
     @property
     def takes_function(self) -> bool:
-        """Whether ``lock_key`` is a function of the call (it sees the arguments as given)."""
+        """Whether ``lock_key`` is a function of the call: it is given the arguments as the body
+        receives them, so a publisher must hand it what the message will deliver."""
         return self._spec is not None and self._selected is None
 
     # -- binding ------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ What a duplicate does at enqueue time:
           caller that chose the id itself (groups, ``task_id=``) finds that id
           SUCCESS with result ``None``, as for a duplicate skipped at run time. A
           call that something follows (a chain's next step, a chord's body, a
-          ``link``) is published without an enqueue lock instead: the worker skips
-          it, and its SUCCESS moves the chain on and counts toward the chord.
+          ``link``) is published instead, marked as skipped: the worker skips it
+          without a lock, and its SUCCESS moves the chain on and counts toward the chord.
 ``raise`` :class:`~.exceptions.LockedError` to the caller; nothing is published.
 ``retry`` the message is published *without* an enqueue lock; the worker then
           re-queues it until the lock is free, so the call runs after the holder.
@@ -44,7 +44,8 @@ from kombu.serialization import dumps, loads
 
 from . import signals
 from .exceptions import LockBackendError, LockedError
-from .guard import AFTER_HEADER, BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, LIBRARY_HEADERS, RETRIES_HEADER
+from .guard import (AFTER_HEADER, BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, LIBRARY_HEADERS, RETRIES_HEADER,
+                    SKIPPED_HEADER)
 from .runtime import runtime_for
 from .store import Conflict, Grant, Holder
 from .store.client import new_token
@@ -76,7 +77,7 @@ class CallOptions:
         #: producer handed to ``publish``: then the lock's answer is read before publishing.
         self.can_gate = options.get("connection") is None
 
-    def delay(self, app: Any) -> float:
+    def delay(self) -> float:
         """Seconds until the message is due (``countdown``, or ``eta`` from now); 0 when at once."""
         try:
             if self.countdown:
@@ -86,7 +87,7 @@ class CallOptions:
                 return 0.0
             if isinstance(eta, str):
                 eta = dt.datetime.fromisoformat(eta)
-            if eta.tzinfo is None:  # naive: UTC or local time, as the app reads it; take the later one
+            if eta.tzinfo is None:  # naive: UTC or local time, as the app may read it; take the later
                 now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
                 return max((eta - now).total_seconds(), (eta - dt.datetime.now()).total_seconds(), 0.0)
             return max((eta - dt.datetime.now(dt.timezone.utc)).total_seconds(), 0.0)
@@ -120,7 +121,7 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
     # self.retry() / re-publishing the running call itself: the lock goes with the message.
     current = task.lock if task_id is not None and task.request.id == task_id else None
     if current is not None:
-        return _republish_own(task, current, options, call.delay(task.app), publish)
+        return _republish_own(task, current, options, call.delay(), publish)
     if _is_library_republish(headers):
         return publish(task_id or uuid(), {k: headers[k] for k in LIBRARY_HEADERS if k in headers}, None)  # type: ignore
 
@@ -145,7 +146,7 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
         # Sent now, answered when the message is ready to go out: the round trip overlaps Celery
         # building the message instead of adding to it.
         # The lock waits in the queue as long as the message may: lock_queue_ttl past its eta.
-        queue_ttl_ms = int((options.queue_ttl + call.delay(task.app)) * 1000)
+        queue_ttl_ms = int((options.queue_ttl + call.delay()) * 1000)
         gate.answer = runtime.store.acquire_soon(key, runtime.layout.fence(task.name), token, queue_ttl_ms, holder,
                                                  state="queued")
     except BACKEND_ERRORS as exc:
@@ -272,11 +273,12 @@ def _duplicate_at_enqueue(task: "LockedTask", key: str, task_id: str, conflict: 
         raise LockedError(f"task {task.name}: lock {key} is held by task {conflict.task_id or '?'} "
                           f"({conflict.state or 'unknown state'}); nothing was published",
                           task=task.name, key=key, holder=conflict.task_id)
-    if policy == "retry" or continues:
-        # retry: the worker re-queues it until the lock is free. A call that something follows
-        # (a chain's next step, a chord's body, a link) must end in the worker, where its
-        # outcome (a skip is SUCCESS with None) moves the chain on or counts toward the chord.
-        return publish(task_id, None, None)
+    if policy == "retry":
+        return publish(task_id, None, None)  # the worker re-queues it until the lock is free
+    if continues:
+        # A call that something follows (a chain's next step, a chord's body, a link) must end in
+        # the worker, which skips it: its SUCCESS moves the chain on and counts toward the chord.
+        return publish(task_id, {SKIPPED_HEADER: conflict.task_id or "?"}, None)
     if requested_id and requested_id != conflict.task_id:
         # The caller (a group, a chain, an explicit task_id) already holds a result for this id:
         # it ends as a skipped duplicate does at run time, instead of PENDING forever.
@@ -296,14 +298,8 @@ def _republish_own(task: "LockedTask", current: Any, options: Any, delay: float,
     if options.scope != "queued_or_running":
         # ``queued``: the run lock ends with this execution, which the retry waits for.
         return publish(current.task_id, {AFTER_HEADER: current.token}, None)
-    runtime = runtime_for(task.app)
-    ttl_ms = int((options.queue_ttl + delay) * 1000)
-    runtime.renewer.drop(current.lease)  # a renewal must not shorten the queued TTL
-    if runtime.store.requeue(current.key, current.token, ttl_ms):
-        current.requeued = True
-        try:
-            return publish(current.task_id, {ENQUEUE_TOKEN_HEADER: current.token}, None)
-        except BaseException:
-            current.requeued = False  # the finishing execution releases it
-            raise
-    return publish(current.task_id, None, None)
+    # The lock is handed over when this execution ends (not now: it may go on running, a cleanup
+    # in ``finally`` say); the retry adopts it by token, waiting for that moment if it starts first.
+    result = publish(current.task_id, {ENQUEUE_TOKEN_HEADER: current.token, AFTER_HEADER: current.token}, None)
+    current.hand_over_ms = int((options.queue_ttl + delay) * 1000)
+    return result

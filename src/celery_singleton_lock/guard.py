@@ -27,8 +27,8 @@ from .store.client import new_token
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
 
-__all__ = ["run_guarded", "TOKEN_HEADER", "ENQUEUE_TOKEN_HEADER", "RETRIES_HEADER", "AFTER_HEADER", "LIBRARY_HEADERS",
-           "HANDLE_ATTR", "jittered", "release", "library_headers"]
+__all__ = ["run_guarded", "TOKEN_HEADER", "ENQUEUE_TOKEN_HEADER", "RETRIES_HEADER", "AFTER_HEADER", "SKIPPED_HEADER",
+           "LIBRARY_HEADERS", "HANDLE_ATTR", "jittered", "release", "library_headers"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -41,9 +41,12 @@ RETRIES_HEADER = "singleton_lock_retries"
 #: Message header of a ``self.retry()`` message: the token of the execution that re-queued the
 #: task. That execution may still be finishing when the retry starts; the retry waits for it.
 AFTER_HEADER = "singleton_lock_after"
+#: Message header of a call skipped at enqueue but published for what follows it (a chain, a
+#: chord): the holder's task id. The worker skips it without taking a lock.
+SKIPPED_HEADER = "singleton_lock_skipped"
 #: Every header the library writes. Celery copies a request's custom headers into
 #: ``self.retry()`` messages, so publishing code strips these and sets its own.
-LIBRARY_HEADERS = (TOKEN_HEADER, ENQUEUE_TOKEN_HEADER, RETRIES_HEADER, AFTER_HEADER)
+LIBRARY_HEADERS = (TOKEN_HEADER, ENQUEUE_TOKEN_HEADER, RETRIES_HEADER, AFTER_HEADER, SKIPPED_HEADER)
 #: Request-context attribute holding the execution's :class:`ExecutionLock`.
 HANDLE_ATTR = "_singleton_lock_handle"
 
@@ -99,8 +102,10 @@ class _Attempt:
             outcome = store.adopt(self.queued_key, self.key, self.fence_key, self.enqueue_token, self.token,
                                   ttl_ms, self.holder)
             if outcome is not None:
-                if isinstance(outcome, Grant) or self.queued_key == self.key:
-                    self.enqueue_token = None  # adopted, or (one key) taken over by someone else
+                if isinstance(outcome, Grant) or (self.queued_key == self.key and not outcome.same_token):
+                    # Adopted, or (one key) taken over by someone else; a holder still running
+                    # under our enqueue token is the self.retry() that will hand it to us.
+                    self.enqueue_token = None
                 return outcome, started
             self.enqueue_token = None  # expired or released while queued: guard at run time
         return store.acquire(self.key, self.fence_key, self.token, ttl_ms, self.holder), started
@@ -113,15 +118,26 @@ class _Attempt:
             logger.warning("singleton lock: giving back %s after an interrupted acquire failed (%r); it "
                            "expires within lock_ttl", self.key, exc)
 
-    def follows_holder(self) -> bool:
+    @property
+    def holds_queue_slot(self) -> bool:
+        """Whether this is the copy that ``queued`` lets wait behind a running one."""
+        return bool(self.enqueue_token) and self.queued_key != self.key
+
+    def follows(self, conflict: Conflict) -> bool:
         """Whether the lock is held (or was, a moment ago) by the execution that re-queued this message."""
-        if not self.after:
+        if not self.after or conflict.task_id != self.request.id:
             return False
         try:
             info = self.runtime.store.holder(self.key)
         except BACKEND_ERRORS:
             return False
         return info is None or info.get("token") == self.after
+
+    def waits_turn(self, conflict: Conflict, behind: str) -> None:
+        """Say that this copy runs after the holder: it is no duplicate (no ``lock_conflict``)."""
+        logger.info("singleton lock: %s[%s] waits its turn behind %s: key %s held by %s on %s pid %s",
+                    self.task.name, self.request.id, behind, self.key, conflict.task_id or "?",
+                    conflict.host or "?", conflict.pid if conflict.pid is not None else "?")
 
     def give_up_queue_slot(self) -> None:
         """A ``queued`` copy that will not run frees its place in the queue."""
@@ -144,6 +160,12 @@ class _Attempt:
 def run_guarded(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, Any],
                 body: Callable[[], Any]) -> Any:
     """Run ``body`` while holding the call's lock, or deal with the duplicate."""
+    skipped_for = task.request.get(SKIPPED_HEADER)
+    if skipped_for:
+        # A duplicate at enqueue, published only so that what follows it (a chain, a chord) goes on.
+        logger.info("singleton lock: %s[%s] was a duplicate at enqueue (skip): the lock was held by %s",
+                    task.name, task.request.id, skipped_for)
+        return None
     attempt = _Attempt(task, args, kwargs)
     try:
         outcome, started = attempt.acquire()
@@ -178,15 +200,30 @@ def _hold(attempt: _Attempt, grant: Grant, started: float, body: Callable[[], An
         return body()
     finally:
         setattr(attempt.request, HANDLE_ATTR, None)
-        if handle.requeued:
-            # self.retry() under queued_or_running handed the lock to the retry's message.
-            runtime.renewer.drop(lease)
+        if handle.hand_over_ms is not None:
+            # self.retry() under queued_or_running: the lock goes to the retry's message.
+            _hand_over(runtime, lease, handle.hand_over_ms)
         else:
             # In a worker, the reply to the release is read off the task's path (Redis applies
             # the release at once). Eager runs wait, so the caller sees the lock gone on return,
             # and so does a process where someone listens for the report, so it comes at once.
             wait = bool(attempt.request.is_eager) or _report_awaited()
             release(runtime, lease, attempt.task, attempt.request.id, wait=wait)
+
+
+def _hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:
+    """Turn the lock back into an enqueue lock (same token) for the retry's delivery to adopt."""
+    runtime.renewer.drop(lease)
+    try:
+        handed = runtime.store.requeue(lease.key, lease.token, queued_ms)
+    except BACKEND_ERRORS as exc:
+        logger.warning("singleton lock: handing %s over to the retry failed (%r); it expires within its TTL, "
+                       "then the retry runs", lease.key, exc)
+        return
+    if not handed and not lease.lost.is_set():
+        lease.lost.set()
+        runtime.report_lost(lease, "found gone when handing it over to the retry: it expired (process paused "
+                                   "past lock_ttl?) or was taken over")
 
 
 def _report_awaited() -> bool:
@@ -242,19 +279,19 @@ def _released(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[s
 def _duplicate(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
                kwargs: Mapping[str, Any]) -> Tuple[Grant, float]:
     """Resolve a conflict into a grant, or raise what the task's outcome must be."""
+    if attempt.follows(conflict):
+        outcome = _after_predecessor(attempt, conflict, args, kwargs)
+        if not isinstance(outcome, Conflict):
+            return outcome
+        conflict = outcome  # someone else holds it now: deal with them as with anyone
     if conflict.task_id and conflict.task_id == attempt.request.id:
-        if attempt.follows_holder():
-            # self.retry() published this copy, and the execution that did is still finishing.
-            return _wait_turn(attempt, conflict, args, kwargs)
         try:
             return _redelivery(attempt, conflict)
         except _OtherHolder as other:
             conflict = other.conflict  # now an ordinary duplicate of that call
     policy = attempt.options.on_locked
-    if attempt.enqueue_token and attempt.queued_key != attempt.key and policy != "wait":
-        # The one copy that ``queued`` lets wait behind a running one met it still running: it is
-        # no duplicate, it waits its turn (keeping its queue slot).
-        return _wait_turn(attempt, conflict, args, kwargs)
+    if attempt.holds_queue_slot:
+        return _queued_turn(attempt, conflict, args, kwargs)
     if policy == "wait":
         return _wait(attempt, conflict)
     attempt.conflict(conflict, policy)
@@ -276,8 +313,10 @@ class _Skip(Exception):
 _DECIDED = (Ignore, Retry, LockedError, *BACKEND_ERRORS)
 
 
-def _wait_for_release(attempt: _Attempt) -> Union[Tuple[Grant, float], Conflict]:
-    """Block until the lock is ours, woken by the release announcement; the holder on timeout."""
+def _wait_for_release(attempt: _Attempt, until: Optional[Callable[[Conflict], bool]] = None
+                      ) -> Union[Tuple[Grant, float], Conflict]:
+    """Block until the lock is ours, woken by the release announcement; the holder on timeout,
+    or as soon as ``until(holder)`` says to stop waiting."""
     deadline = time.monotonic() + attempt.options.wait_timeout
     with attempt.runtime.store.release_events(attempt.key) as events:
         while True:
@@ -285,7 +324,7 @@ def _wait_for_release(attempt: _Attempt) -> Union[Tuple[Grant, float], Conflict]
             if isinstance(outcome, Grant):
                 return outcome, started
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or (until is not None and until(outcome)):
                 return outcome
             # Also wake when the holder's TTL would run out (a dead holder announces nothing).
             events.wait(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01))
@@ -304,15 +343,36 @@ def _wait(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
     return outcome
 
 
-def _wait_turn(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
-               kwargs: Mapping[str, Any]) -> Tuple[Grant, float]:
-    """A copy that must run after the holder (not a duplicate): it waits up to ``lock_wait_timeout``
-    for the release, then goes back to the queue to wait there, keeping what it holds."""
-    attempt.conflict(conflict, "wait")
-    outcome = _wait_for_release(attempt)
-    if isinstance(outcome, Conflict):
-        raise _requeue(attempt, args, kwargs, outcome)
+def _after_predecessor(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
+                       kwargs: Mapping[str, Any]) -> Union[Tuple[Grant, float], Conflict]:
+    """A ``self.retry()`` message that started while the execution that sent it still finishes
+    (a cleanup in ``finally``): no redelivery, no duplicate; it runs once that execution let go.
+
+    Waits up to ``lock_wait_timeout`` (then back to the queue, uncounted); returns the grant, or
+    the conflict with whoever took the lock instead (another delivery of this message, another call).
+    """
+    attempt.waits_turn(conflict, "the attempt that re-queued it")
+    outcome = _wait_for_release(attempt, until=lambda holder: not attempt.follows(holder))
+    if isinstance(outcome, Conflict) and attempt.follows(outcome):
+        raise _requeue(attempt, args, kwargs, outcome, counted=False)
     return outcome
+
+
+def _queued_turn(attempt: _Attempt, conflict: Conflict, args: Sequence[Any],
+                 kwargs: Mapping[str, Any]) -> Tuple[Grant, float]:
+    """The one copy that ``queued`` lets wait behind a running one found it still running.
+
+    It is no duplicate, so ``on_locked`` does not drop it: it goes back to the queue (keeping its
+    slot, uncounted by ``lock_retry_max``) until the running copy is done; with ``"wait"`` it
+    first waits for the release, as long as ``lock_wait_timeout``.
+    """
+    attempt.waits_turn(conflict, "the running copy")
+    if attempt.options.on_locked == "wait":
+        outcome = _wait_for_release(attempt)
+        if not isinstance(outcome, Conflict):
+            return outcome
+        conflict = outcome
+    raise _requeue(attempt, args, kwargs, conflict, counted=False)
 
 
 def _redelivery(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
@@ -365,11 +425,13 @@ class _OtherHolder(Exception):
 
 
 def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
-             conflict: Optional[Conflict], exc: Optional[BaseException] = None) -> BaseException:
-    """Re-publish this message for later; counts against ``lock_retry_max``, not ``max_retries``."""
+             conflict: Optional[Conflict], exc: Optional[BaseException] = None, *,
+             counted: bool = True) -> BaseException:
+    """Re-publish this message for later; counts against ``lock_retry_max`` (unless a copy that
+    only waits its turn: ``counted=False``), never against ``max_retries``."""
     task, request, options = attempt.task, attempt.request, attempt.options
     done = int(request.get(RETRIES_HEADER) or 0)
-    if options.retry_max is not None and done >= options.retry_max:
+    if counted and options.retry_max is not None and done >= options.retry_max:
         attempt.give_up_queue_slot()
         if conflict is None and exc is not None:
             return exc  # Redis stayed unreachable: end with the backend error itself
@@ -382,7 +444,7 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     if request.is_eager:
         return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
     headers = {k: v for k, v in (request.headers or {}).items() if k not in LIBRARY_HEADERS}
-    headers[RETRIES_HEADER] = done + 1
+    headers[RETRIES_HEADER] = done + 1 if counted else done
     if attempt.enqueue_token:
         headers[ENQUEUE_TOKEN_HEADER] = attempt.enqueue_token  # keep the queue slot for the next try
     if attempt.after:
@@ -390,7 +452,7 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     signature = task.signature_from_request(
         request, args, kwargs, countdown=countdown, retries=request.retries, headers=headers)
     signature.apply_async()
-    return Retry(f"lock {attempt.key} busy, retry {done + 1} in {countdown:.1f}s", exc=exc,
+    return Retry(f"lock {attempt.key} busy, retry {headers[RETRIES_HEADER]} in {countdown:.1f}s", exc=exc,
                  when=countdown, sig=signature)
 
 

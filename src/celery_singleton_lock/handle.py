@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .exceptions import LockLostError
 from .store import Lease
 
@@ -16,7 +18,7 @@ class ExecutionLock:
     can refuse a write from a holder that lost the lock while paused.
     """
 
-    __slots__ = ("key", "token", "fencing_token", "task_name", "task_id", "requeued", "_lease")
+    __slots__ = ("key", "token", "fencing_token", "task_name", "task_id", "hand_over_ms", "_lease")
 
     def __init__(self, key: str, token: str, fencing_token: int, task_name: str, task_id: str,
                  lease: Lease) -> None:
@@ -25,8 +27,9 @@ class ExecutionLock:
         self.fencing_token = fencing_token
         self.task_name = task_name
         self.task_id = task_id
-        #: Set when ``self.retry()`` handed the lock over to the retry's message (queued_or_running).
-        self.requeued = False
+        #: Set when ``self.retry()`` published a retry that takes the lock over (queued_or_running):
+        #: how long the lock waits for it in the queue. The hand-over happens as the execution ends.
+        self.hand_over_ms: Optional[int] = None
         self._lease = lease
 
     @property

@@ -127,17 +127,26 @@ def retrying(self, key):
     return "retried"
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1)
-def retry_now(self, key, cleanup=0.5):
+def _retry_now(task, key, cleanup: float) -> int:
     """Re-queues itself at once, then takes a while to leave the body (a cleanup in ``finally``)."""
     started = time.time()
     try:
-        if self.request.retries == 0:
-            raise self.retry(countdown=0)
-        return self.request.retries
+        if task.request.retries == 0:
+            raise task.retry(countdown=0)
+        return task.request.retries
     finally:
         time.sleep(cleanup)
-        _record("intervals", self, started, key=key, retries=self.request.retries)
+        _record("intervals", task, started, key=key, retries=task.request.retries)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1)
+def retry_now(self, key, cleanup=0.5):
+    return _retry_now(self, key, cleanup)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1, lock_scope="queued_or_running")
+def qor_retry_now(self, key, cleanup=0.5):
+    return _retry_now(self, key, cleanup)
 
 
 @app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="retry", lock_retry_delay=0.5)
@@ -195,7 +204,7 @@ def qor_raise(self, key, duration=0.5):
     return _tracked(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", lock_retry_delay=0.3)
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", lock_retry_delay=0.3, lock_retry_max=0)
 def queued_job(self, key, duration=0.5):
     return _tracked(self, key, duration)
 

@@ -249,19 +249,25 @@ def test_signatures_groups_and_chains_take_the_enqueue_lock(proj, broker_redis):
     assert in_group.results[0].get(timeout=5) is None  # the skipped member is ready, not PENDING
 
 
-def test_a_duplicate_that_heads_a_chain_or_joins_a_chord_lets_them_finish(proj, start_worker, broker_redis):
+def test_a_duplicate_that_heads_a_chain_or_joins_a_chord_lets_them_finish(proj, start_worker, broker_redis,
+                                                                          events_redis):
     from celery import chain, chord
 
     holder = proj.qor_job.delay("k", duration=1.0)
     chained = chain(proj.qor_job.s("k"), proj.storm.si("after-the-head")).apply_async()
     chorded = chord([proj.qor_job.s("c", duration=1.0), proj.qor_job.s("c")], proj.collect.s()).apply_async()
-    assert queued_messages(broker_redis) == 4  # the duplicates go out without an enqueue lock
+    waiting = proj.queued_job.apply_async(("q",), countdown=2)  # the one copy "queued" lets wait
+    queued_chain = chain(proj.queued_job.si("q"), proj.storm.si("after-the-queued")).apply_async()
+    assert queued_messages(broker_redis) == 6  # the duplicates go out too, marked as skipped
 
     start_worker(concurrency=2)
     assert chained.get(timeout=30)["key"] == "after-the-head"  # the skipped head moved the chain on
+    assert queued_chain.get(timeout=30)["key"] == "after-the-queued"
     results = chorded.get(timeout=30)
     assert sorted(results, key=lambda r: r is None)[0]["key"] == "c" and None in results  # one ran, one skipped
-    assert holder.get(timeout=10)["key"] == "k"
+    assert holder.get(timeout=10)["key"] == "k" and waiting.get(timeout=10)["key"] == "q"
+    ran = [e["key"] for e in records(events_redis)]
+    assert sorted(k for k in ran if k in ("k", "c", "q")) == ["c", "k", "q"]  # no skipped body ran
 
 
 def test_a_lock_key_function_sees_the_arguments_as_the_worker_will(proj, start_worker, lock_redis, events_redis):

@@ -108,9 +108,11 @@ def test_released_during_a_retry_countdown(proj, start_worker, events_redis, loc
     result.revoke()
 
 
-def test_a_retry_that_starts_before_its_first_attempt_has_left_runs_after_it(proj, start_worker, events_redis):
+@pytest.mark.parametrize("task", ["retry_now", "qor_retry_now"])
+def test_a_retry_that_starts_before_its_first_attempt_has_left_runs_after_it(proj, start_worker, events_redis,
+                                                                           task):
     start_worker(concurrency=2)  # the retry reaches the other child while the first attempt cleans up
-    result = proj.retry_now.delay("r", cleanup=0.5)
+    result = getattr(proj, task).delay("r", cleanup=0.5)
 
     assert result.get(timeout=20) == 1  # the retry ran: it is no redelivery of the running attempt
     intervals = sorted(records(events_redis), key=lambda e: e["start"])

@@ -92,9 +92,10 @@ return out
 #   ARGV[1] enqueue token  ARGV[2] new token  ARGV[3] ttl ms  ARGV[4] task id  ARGV[5] host
 #   ARGV[6] pid  ARGV[7] since ms  ARGV[8] heartbeat ms  ARGV[9] fencing floor (optional)
 # Returns {1, fence} when adopted (or already adopted under the new token: a repeat after a lost
-# reply), {0, ...holder as ACQUIRE} when the running lock is held by someone else, or {2} when the
-# enqueue lock is not ours any more (expired, revoked, or adopted by another delivery of the same
-# message).
+# reply), {0, ...holder as ACQUIRE} when the running lock is held by someone else (its last field 1
+# when that holder still runs under the enqueue token: a self.retry() not handed over yet), or {2}
+# when the enqueue lock is not ours any more (expired, revoked, or adopted by another delivery of
+# the same message).
 ADOPT = _NEXT_FENCE + """
 local mine = redis.call('hmget', KEYS[2], 'token', 'fence')
 if mine[1] == ARGV[2] then
@@ -106,7 +107,7 @@ if queued[1] ~= ARGV[1] or queued[2] ~= 'queued' then
     local h = redis.call('hmget', KEYS[2], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state')
     if h[1] then
       return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', KEYS[2]),
-              h[6] or '', h[7] or '', 0}
+              h[6] or '', h[7] or '', h[1] == ARGV[1] and 1 or 0}
     end
   end
   return {2}
@@ -127,14 +128,16 @@ redis.call('pexpire', KEYS[2], ARGV[3])
 return {1, fence}
 """
 
-# REQUEUE: a running holder that re-queues its own task (self.retry) turns its lock back into an
-# enqueue lock under the same token, for the next delivery to adopt.
+# REQUEUE: a running holder that re-queued its own task (self.retry) and has finished turns its
+# lock back into an enqueue lock under the same token, for the retry's delivery to adopt, and
+# announces it (that delivery may be waiting already).
 #   KEYS[1] lock key   ARGV[1] token   ARGV[2] ttl ms while queued
 # Returns 1 when handed back to the queue, 0 when the token is gone.
 REQUEUE = """
 if redis.call('hget', KEYS[1], 'token') == ARGV[1] then
   redis.call('hset', KEYS[1], 'state', 'queued', 'ttl', ARGV[2])
   redis.call('pexpire', KEYS[1], ARGV[2])
+  redis.call('publish', KEYS[1], 'released')
   return 1
 end
 return 0
