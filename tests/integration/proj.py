@@ -244,7 +244,7 @@ def beat_qor(self, key="beat"):
     return _tracked(self, key, 3.5)
 
 
-@app.task(base=LockedTask, bind=True, lock_scope="queued", lock_key=("key",))
+@app.task(base=LockedTask, bind=True, lock_scope="queued", lock_key=("key",), lock_retry_delay=0.5)
 def beat_queued(self, key="beat"):
     return _tracked(self, key, 3.5)
 
