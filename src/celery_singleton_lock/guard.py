@@ -22,7 +22,7 @@ from .exceptions import LockBackendError, LockedError
 from .handle import ExecutionLock
 from .runtime import LockRuntime, runtime_for
 from .store import Conflict, Grant, Holder, Lease
-from .store.client import new_token
+from .store.client import Completion, new_token
 
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
@@ -118,6 +118,31 @@ class _Attempt:
             logger.warning("singleton lock: giving back %s after an interrupted acquire failed (%r); it "
                            "expires within lock_ttl", self.key, exc)
 
+    def already_ran(self) -> bool:
+        """Whether an earlier delivery of this message ran to the end (noted at its release)."""
+        store = self.runtime.store
+        if not getattr(store, "records_completions", False):
+            return False
+        try:
+            return store.completed(self.runtime.layout.done(self.task.name), self.request.id)
+        except BACKEND_ERRORS:
+            return False  # the lock still keeps two copies from running at once
+
+    def completion(self, held_for: float) -> Optional[Completion]:
+        """What the release notes for later redeliveries of this message, if one may come.
+
+        Only ``acks_late`` messages are handed out again while their first delivery runs: the
+        release notes the task id when a redelivered copy met the lock, when this delivery is
+        itself a redelivery, or when it ran long enough for the broker's visibility timeout to
+        hand the message out again (``lock_queue_ttl`` is how long it is remembered).
+        """
+        if not self.task.acks_late or not getattr(self.runtime.store, "records_completions", False):
+            return None
+        visibility = self.runtime.visibility_timeout
+        always = _redelivered(self.request) or (visibility is not None and held_for >= visibility / 2)
+        return (self.runtime.layout.done(self.task.name), self.request.id or "", int(self.options.queue_ttl * 1000),
+                bool(always))
+
     @property
     def holds_queue_slot(self) -> bool:
         """Whether this is the copy that ``queued`` lets wait behind a running one."""
@@ -167,6 +192,10 @@ def run_guarded(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, An
                     task.name, task.request.id, skipped_for)
         return None
     attempt = _Attempt(task, args, kwargs)
+    if task.acks_late and _redelivered(attempt.request) and attempt.already_ran():
+        attempt.conflict(Conflict(task_id=attempt.request.id or "", host="", pid=None, since_ms=None, pttl_ms=0,
+                                  heartbeat_ms=None, state="done"), "ignore")
+        raise Ignore()  # a redelivery of a message whose first delivery ran to the end: store nothing
     try:
         outcome, started = attempt.acquire()
     except BACKEND_ERRORS as exc:
@@ -208,7 +237,8 @@ def _hold(attempt: _Attempt, grant: Grant, started: float, body: Callable[[], An
             # the release at once). Eager runs wait, so the caller sees the lock gone on return,
             # and so does a process where someone listens for the report, so it comes at once.
             wait = bool(attempt.request.is_eager) or _report_awaited()
-            release(runtime, lease, attempt.task, attempt.request.id, wait=wait)
+            release(runtime, lease, attempt.task, attempt.request.id, wait=wait,
+                    completion=attempt.completion(time.monotonic() - started))
 
 
 def _hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:
@@ -226,13 +256,18 @@ def _hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:
                                    "past lock_ttl?) or was taken over")
 
 
+def _redelivered(request: Any) -> bool:
+    """Whether the broker says it handed this message out before (kombu's Redis transport and AMQP do)."""
+    return bool((request.delivery_info or {}).get("redelivered"))
+
+
 def _report_awaited() -> bool:
     """Whether a receiver is connected to the signals that a release's reply sends."""
     return bool(signals.lock_released.receivers or signals.lock_lost.receivers)
 
 
 def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str], *,
-            wait: bool = True) -> Optional[bool]:
+            wait: bool = True, completion: Optional[Completion] = None) -> Optional[bool]:
     """Stop renewing and compare-and-delete by token.
 
     With ``wait=False`` the release is sent and applied by Redis at once, but its reply
@@ -245,7 +280,7 @@ def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str
         runtime.renewer.drop(lease, wake=False)
         try:
             store.release_nowait(lease.key, lease.token,
-                                 lambda reply: _released(runtime, lease, task, task_id, reply))
+                                 lambda reply: _released(runtime, lease, task, task_id, reply), completion)
         except BACKEND_ERRORS as exc:
             _released(runtime, lease, task, task_id, exc)
         # No wake-up per task: the reply is read by the next acquire (it has arrived by then),
@@ -253,7 +288,8 @@ def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str
         return None
     runtime.renewer.drop(lease)
     try:
-        reply: Any = store.release(lease.key, lease.token)
+        reply: Any = (store.release(lease.key, lease.token, completion) if completion is not None
+                      else store.release(lease.key, lease.token))
     except BACKEND_ERRORS as exc:
         reply = exc
     return _released(runtime, lease, task, task_id, reply)
@@ -388,6 +424,13 @@ def _redelivery(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
         # copy of the message that retry replaced.
         attempt.conflict(conflict, "ignore")
         raise Ignore()
+    if attempt.task.acks_late and getattr(attempt.runtime.store, "records_completions", False):
+        # Have the holder note, as it releases, that it ran to the end: copies of this message
+        # that the broker hands out after that (visibility timeout) then know not to run.
+        try:
+            attempt.runtime.store.mark_redelivered(attempt.key, attempt.request.id)
+        except BACKEND_ERRORS:
+            pass
     holder_heartbeat = (conflict.heartbeat_ms or attempt.options.heartbeat * 1000) / 1000.0
     first_seen, first_pttl = time.monotonic(), conflict.pttl_ms
     alive_deadline = first_seen + 1.5 * holder_heartbeat + 0.25  # a live holder renews before this

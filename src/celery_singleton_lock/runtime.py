@@ -39,6 +39,10 @@ class LockRuntime:
         self.renewer = Renewer(self.store, on_lost=self.report_lost)
         self.hostname = socket.gethostname()
         self._child_watch: Optional[ChildWatch] = None
+        #: After how long the broker hands an unacknowledged message out again while its first
+        #: delivery may still run (Redis, SQS); ``None`` for brokers that redeliver only when the
+        #: consumer's connection is lost (AMQP).
+        self.visibility_timeout = _visibility_timeout(app.conf)
 
     @property
     def child_watch(self) -> ChildWatch:
@@ -64,6 +68,16 @@ class LockRuntime:
             self._child_watch.close()
             self._child_watch = None
         self.store.close()
+
+
+def _visibility_timeout(conf: Any) -> Optional[float]:
+    options = conf.get("broker_transport_options") or {}
+    if options.get("visibility_timeout") is not None:
+        return float(options["visibility_timeout"])
+    broker = getattr(conf, "broker_url", None) or conf.get("broker_url") or ""
+    broker = broker[0] if isinstance(broker, (list, tuple)) and broker else broker
+    scheme = broker.split("://", 1)[0].lower() if isinstance(broker, str) else ""
+    return 3600.0 if scheme in ("redis", "rediss", "sentinel", "sqs") else None  # kombu's default
 
 
 def runtime_for(app: Any) -> LockRuntime:

@@ -30,8 +30,8 @@ def overlaps(intervals: List[dict]) -> List[tuple]:
 
 
 def lock_keys(lock_redis: redis.Redis) -> List[str]:
-    """Lock keys under the test prefix, bookkeeping (fencing counters) left out."""
-    return [k for k in lock_redis.scan_iter("csltest:*") if not k.endswith(":fence")]
+    """Lock keys under the test prefix, bookkeeping (fencing counters, completion sets) left out."""
+    return [k for k in lock_redis.scan_iter("csltest:*") if not k.endswith((":fence", ":done"))]
 
 
 def wait_started(events: redis.Redis, count: int = 1, timeout: float = 20.0) -> List[dict]:

@@ -286,6 +286,24 @@ def test_a_redelivered_message_does_not_run_beside_the_first_delivery(proj, star
     assert redelivered, "the broker never redelivered the message: the test proved nothing"
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_message_redelivered_while_it_runs_never_runs_again(proj, start_worker, events_redis, broker_redis,
+                                                             workers):
+    # The broker hands the message out again every 2 s while its first delivery runs for 7 s (the
+    # heartbeat renews every 10 s); with one worker the copies come after that delivery finished.
+    env = {"CSL_VISIBILITY_TIMEOUT": "2", "CSL_ACKS_LATE": "1"}
+    for _ in range(workers):
+        start_worker(concurrency=1, env=env)
+    result = proj.long_running.delay("k", duration=7)
+
+    assert result.get(timeout=40)["key"] == "k"
+    wait_for(lambda: broker_redis.hlen("unacked") == 0 and broker_redis.llen("celery") == 0, 40,
+             what="every copy of the message handled")
+    starts = [s for s in records(events_redis, "started") if s["id"] == result.id]
+    assert len(starts) == 1, starts
+    assert result.get(timeout=1)["pid"] == starts[0]["pid"]  # the first delivery's result stands
+
+
 def test_a_redelivery_runs_when_the_first_delivery_died_holding_the_lock(proj, start_worker, events_redis):
     env = {"CSL_VISIBILITY_TIMEOUT": "2", "CSL_ACKS_LATE": "1"}
     doomed = start_worker(concurrency=1, env=env)

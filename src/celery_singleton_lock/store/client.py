@@ -22,7 +22,7 @@ from redis.exceptions import NoScriptError
 from . import scripts
 from .lane import CONNECTION_ERRORS, Lane, pack
 
-__all__ = ["LockStore", "Grant", "Conflict", "Holder", "new_token", "Client"]
+__all__ = ["LockStore", "Grant", "Conflict", "Holder", "Completion", "new_token", "Client"]
 
 #: What a store talks to: one Redis (or Sentinel's master), or a Redis Cluster.
 Client = Union[redis.Redis, RedisCluster]
@@ -67,6 +67,17 @@ class Conflict:
 
 Outcome = Union[Grant, Conflict]
 
+#: What a release notes besides: (the task's completion set, the holder's task id, how long to
+#: remember it in ms, whether to note it even if no redelivered copy met the lock).
+Completion = Tuple[str, str, int, bool]
+
+
+def _release_keys_and_args(key: str, token: str, completion: Optional[Completion]) -> Tuple[Any, ...]:
+    if completion is None:
+        return (1, key, token)
+    done_key, task_id, remember_ms, always = completion
+    return (2, key, done_key, token, task_id, remember_ms, 1 if always else 0)
+
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
@@ -108,6 +119,7 @@ class LockStore:
         self.client = client
         self._acquire = client.register_script(scripts.ACQUIRE)
         self._release = client.register_script(scripts.RELEASE)
+        self._mark_redelivered = client.register_script(scripts.MARK_REDELIVERED)
         self._renew = client.register_script(scripts.RENEW)
         self._adopt = client.register_script(scripts.ADOPT)
         self._requeue = client.register_script(scripts.REQUEUE)
@@ -203,27 +215,32 @@ class LockStore:
         """Move the fencing counter up to at least ``floor``; returns its value afterwards."""
         return int(self._raise_fence(keys=(fence_key,), args=(floor,)))
 
-    def release_nowait(self, key: str, token: str, done: Callable[[Any], object]) -> None:
+    #: Whether :meth:`release` can note completions and :meth:`completed` can find them.
+    records_completions = True
+
+    def release_nowait(self, key: str, token: str, done: Callable[[Any], object],
+                       completion: Optional[Completion] = None) -> None:
         """Compare-and-delete without waiting for the reply (see :mod:`.lane`); ``done`` gets it later."""
         if self._lane is None:
-            done(self.release(key, token))
+            done(self.release(key, token, completion))
             return
+        numkeys, *keys_and_args = _release_keys_and_args(key, token, completion)
 
         def settled(reply: Any) -> None:
             if isinstance(reply, CONNECTION_ERRORS):
                 # Written to a connection that broke: maybe never applied. Send it again; a 0 now
                 # may only mean the first one was applied, so it is no sign of a lost lock.
                 try:
-                    self._evalsha(self._release, key, token, numkeys=1)
+                    self._evalsha(self._release, *keys_and_args, numkeys=numkeys)
                     reply = True
                 except CONNECTION_ERRORS as exc:
                     reply = exc
             done(bool(reply) if not isinstance(reply, BaseException) else reply)
 
         try:
-            self._lane.send(pack(b"EVAL", self._release_text, 1, key, token), settled)
+            self._lane.send(pack(b"EVAL", self._release_text, numkeys, *keys_and_args), settled)
         except CONNECTION_ERRORS:
-            done(self.release(key, token))  # the lane's connection broke: once more, the usual way
+            done(self.release(key, token, completion))  # the lane's connection broke: once more, the usual way
 
     @property
     def owes_replies(self) -> bool:
@@ -235,9 +252,19 @@ class LockStore:
         if self._lane is not None:
             self._lane.drain()
 
-    def release(self, key: str, token: str) -> bool:
-        """Compare-and-delete: never removes a lock held under another token."""
-        return bool(self._call(self._release, 1, key, token))
+    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
+        """Compare-and-delete: never removes a lock held under another token (``completion``: see
+        :data:`Completion`)."""
+        numkeys, *keys_and_args = _release_keys_and_args(key, token, completion)
+        return bool(self._call(self._release, numkeys, *keys_and_args))
+
+    def mark_redelivered(self, key: str, task_id: str) -> bool:
+        """Note on the lock that a redelivered copy of its holder's message met it."""
+        return bool(self._call(self._mark_redelivered, 1, key, task_id))
+
+    def completed(self, done_key: str, task_id: str) -> bool:
+        """Whether a release noted that ``task_id`` ran to the end (and it is still remembered)."""
+        return self.client.zscore(done_key, task_id) is not None
 
     def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
         """Release several (key, token) pairs in one pipelined round trip."""

@@ -6,6 +6,9 @@ task's fencing counter sit in one Redis Cluster slot and one script may touch bo
 ``<prefix>:{<task>}:<digest>``        the lock (a hash: token, holder, fence); gone when released
 ``<prefix>:{<task>}:<digest>:queued`` the enqueue lock of a ``queued``-scope task
 ``<prefix>:{<task>}:fence``           fencing counter: one per task, whatever the arguments
+``<prefix>:{<task>}:done``            ids of the task's executions that ran to the end while a
+                                      redelivery of their message was possible (``acks_late``),
+                                      each kept for a while: one per task, whatever the arguments
 
 The lock key doubles as the Pub/Sub channel on which its release is announced.
 """
@@ -39,10 +42,13 @@ class KeyLayout:
     def fence(self, task: str) -> str:
         return f"{self.prefix}:{{{task}}}:fence"
 
+    def done(self, task: str) -> str:
+        return f"{self.prefix}:{{{task}}}:done"
+
     def pattern(self, task: str = "*") -> str:
         """A SCAN pattern for the keys of one task (or all tasks)."""
         return f"{self.prefix}:{{{task}}}:*"
 
     @staticmethod
     def is_bookkeeping(key: str) -> bool:
-        return key.endswith(":fence")
+        return key.endswith((":fence", ":done"))

@@ -10,11 +10,12 @@ so it runs on Redis Cluster. A lock is a hash:
     since    acquire time, ms since the epoch (holder's clock)
     ttl      lease length in ms         hb    renewal period in ms
     state    "running", or "queued" for an enqueue lock not yet started
+    redelivered  set when a redelivered copy of the holder's message met the lock
 """
 
 from __future__ import annotations
 
-__all__ = ["ACQUIRE", "RELEASE", "RENEW", "ADOPT", "REQUEUE", "RAISE_FENCE"]
+__all__ = ["ACQUIRE", "RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "RAISE_FENCE"]
 
 # The fencing step shared by ACQUIRE and ADOPT: INCR the task's counter, and if the caller
 # proposed a floor (ARGV[n], optional) move the counter up to it. A quorum client proposes a
@@ -55,13 +56,36 @@ redis.call('pexpire', KEYS[1], ARGV[2])
 return {1, fence}
 """
 
-# RELEASE: delete the lock only if we still hold it, and announce the release.
-#   KEYS[1] lock key   ARGV[1] token
+# RELEASE: delete the lock only if we still hold it, announce the release, and (optionally) note
+# that the holder's task ran to the end, for later redeliveries of its message to find.
+#   KEYS[1] lock key   KEYS[2] (optional) the task's set of completed task ids
+#   ARGV[1] token   ARGV[2] holder's task id   ARGV[3] how long to remember it, ms
+#   ARGV[4] "1" to note it even if no redelivered copy met the lock
 # Returns 1 when deleted, 0 when the lock was gone or held by another token.
 RELEASE = """
-if redis.call('hget', KEYS[1], 'token') == ARGV[1] then
+local h = redis.call('hmget', KEYS[1], 'token', 'redelivered')
+if h[1] == ARGV[1] then
   redis.call('del', KEYS[1])
   redis.call('publish', KEYS[1], 'released')
+  if KEYS[2] and (h[2] or ARGV[4] == '1') then
+    local now = redis.call('time')
+    local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    redis.call('zremrangebyscore', KEYS[2], '-inf', ms)
+    redis.call('zadd', KEYS[2], ms + tonumber(ARGV[3]), ARGV[2])
+    redis.call('pexpire', KEYS[2], ARGV[3])
+  end
+  return 1
+end
+return 0
+"""
+
+# MARK_REDELIVERED: a redelivered copy of the holder's own message met the lock; note it, so the
+# holder remembers at release that its task ran to the end (RELEASE above).
+#   KEYS[1] lock key   ARGV[1] the holder's task id
+# Returns 1 when noted, 0 when the lock is gone or held for another task.
+MARK_REDELIVERED = """
+if redis.call('hget', KEYS[1], 'task_id') == ARGV[1] then
+  redis.call('hset', KEYS[1], 'redelivered', 1)
   return 1
 end
 return 0
