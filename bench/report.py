@@ -65,9 +65,9 @@ def _chart(path: str, title: str, labels: List[str], ratios: List[Summary], xlab
     ax.set_title(title, fontsize=10)
     if line is not None:
         ax.axvline(line, color="black", linewidth=0.8)
-    for value, name in targets:
+    for i, (value, name) in enumerate(targets):  # labels one above the other: targets may sit close
         ax.axvline(value, color="#d62728", linewidth=0.8, linestyle="--")
-        ax.text(value, len(labels) - 0.4, name, color="#d62728", fontsize=7)
+        ax.text(value, len(labels) - 0.4 - 0.45 * i, f" {name}", color="#d62728", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
