@@ -121,7 +121,7 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
     # self.retry() / re-publishing the running call itself: the lock goes with the message.
     current = task.lock if task_id is not None and task.request.id == task_id else None
     if current is not None:
-        return _republish_own(task, current, options, call.delay(), publish)
+        return _republish_own(current, options, call.delay(), publish)
     if _is_library_republish(headers):
         return publish(task_id or uuid(), {k: headers[k] for k in LIBRARY_HEADERS if k in headers}, None)  # type: ignore
 
@@ -293,7 +293,7 @@ def _store_skipped(task: "LockedTask", task_id: str) -> None:
         pass
 
 
-def _republish_own(task: "LockedTask", current: Any, options: Any, delay: float, publish: Publish) -> Any:
+def _republish_own(current: Any, options: Any, delay: float, publish: Publish) -> Any:
     """The holder re-queues itself (``self.retry()``): the lock goes with the message."""
     if options.scope != "queued_or_running":
         # ``queued``: the run lock ends with this execution, which the retry waits for.

@@ -16,7 +16,7 @@ because "which lock?" is the first question an operator asks.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = [
     "SingletonLockError",
@@ -35,8 +35,8 @@ class SingletonLockError(Exception):
     result backend (Celery calls ``cls(*args)``, whatever the serializer) keeps it.
     """
 
-    def __init__(self, message: str, task: Optional[str] = None, key: Optional[str] = None) -> None:
-        super().__init__(message, task, key)
+    def __init__(self, message: str, task: Optional[str] = None, key: Optional[str] = None, *context: Any) -> None:
+        super().__init__(message, task, key, *context)
         self.task = task
         self.key = key
 
@@ -51,10 +51,9 @@ class ConfigurationError(SingletonLockError, ValueError):
 class UnencodableArgumentError(SingletonLockError, TypeError):
     """An argument has no canonical encoding, so no stable lock key can be derived for it."""
 
-    def __init__(self, message: str, task: Optional[str] = None, parameter: Optional[str] = None) -> None:
-        Exception.__init__(self, message, task, parameter)
-        self.task = task
-        self.key = None
+    def __init__(self, message: str, task: Optional[str] = None, key: Optional[str] = None,
+                 parameter: Optional[str] = None) -> None:
+        super().__init__(message, task, key, parameter)
         self.parameter = parameter
 
 
@@ -63,9 +62,7 @@ class LockedError(SingletonLockError):
 
     def __init__(self, message: str, task: Optional[str] = None, key: Optional[str] = None,
                  holder: Optional[str] = None) -> None:
-        Exception.__init__(self, message, task, key, holder)
-        self.task = task
-        self.key = key
+        super().__init__(message, task, key, holder)
         self.holder = holder
 
 

@@ -118,25 +118,29 @@ class _Attempt:
             logger.warning("singleton lock: giving back %s after an interrupted acquire failed (%r); it "
                            "expires within lock_ttl", self.key, exc)
 
+    @property
+    def notes_completions(self) -> bool:
+        """Whether releases note that this task ran to the end: only ``acks_late`` messages are
+        handed out again while their first delivery runs (and a quorum store notes nothing)."""
+        return bool(self.task.acks_late) and getattr(self.runtime.store, "records_completions", False)
+
     def already_ran(self) -> bool:
         """Whether an earlier delivery of this message ran to the end (noted at its release)."""
-        store = self.runtime.store
-        if not getattr(store, "records_completions", False):
+        if not self.notes_completions:
             return False
         try:
-            return store.completed(self.runtime.layout.done(self.task.name), self.request.id)
+            return self.runtime.store.completed(self.runtime.layout.done(self.task.name), self.request.id)
         except BACKEND_ERRORS:
             return False  # the lock still keeps two copies from running at once
 
     def completion(self, held_for: float) -> Optional[Completion]:
         """What the release notes for later redeliveries of this message, if one may come.
 
-        Only ``acks_late`` messages are handed out again while their first delivery runs: the
-        release notes the task id when a redelivered copy met the lock, when this delivery is
-        itself a redelivery, or when it ran long enough for the broker's visibility timeout to
+        The release notes the task id when a redelivered copy met the lock, when this delivery
+        is itself a redelivery, or when it ran long enough for the broker's visibility timeout to
         hand the message out again (``lock_queue_ttl`` is how long it is remembered).
         """
-        if not self.task.acks_late or not getattr(self.runtime.store, "records_completions", False):
+        if not self.notes_completions:
             return None
         visibility = self.runtime.visibility_timeout
         always = _redelivered(self.request) or (visibility is not None and held_for >= visibility / 2)
@@ -192,7 +196,7 @@ def run_guarded(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, An
                     task.name, task.request.id, skipped_for)
         return None
     attempt = _Attempt(task, args, kwargs)
-    if task.acks_late and _redelivered(attempt.request) and attempt.already_ran():
+    if _redelivered(attempt.request) and attempt.already_ran():
         attempt.conflict(Conflict(task_id=attempt.request.id or "", host="", pid=None, since_ms=None, pttl_ms=0,
                                   heartbeat_ms=None, state="done"), "ignore")
         raise Ignore()  # a redelivery of a message whose first delivery ran to the end: store nothing
@@ -424,7 +428,7 @@ def _redelivery(attempt: _Attempt, conflict: Conflict) -> Tuple[Grant, float]:
         # copy of the message that retry replaced.
         attempt.conflict(conflict, "ignore")
         raise Ignore()
-    if attempt.task.acks_late and getattr(attempt.runtime.store, "records_completions", False):
+    if attempt.notes_completions:
         # Have the holder note, as it releases, that it ran to the end: copies of this message
         # that the broker hands out after that (visibility timeout) then know not to run.
         try:
@@ -486,8 +490,7 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     countdown = jittered(options.retry_delay)
     if request.is_eager:
         return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
-    headers = {k: v for k, v in (request.headers or {}).items() if k not in LIBRARY_HEADERS}
-    headers[RETRIES_HEADER] = done + 1 if counted else done
+    headers = library_headers(request.headers, {RETRIES_HEADER: done + 1 if counted else done})
     if attempt.enqueue_token:
         headers[ENQUEUE_TOKEN_HEADER] = attempt.enqueue_token  # keep the queue slot for the next try
     if attempt.after:

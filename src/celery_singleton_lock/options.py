@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Unio
 from .exceptions import ConfigurationError
 
 __all__ = ["LockOptions", "AppSettings", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
-           "resolve_settings", "OPTION_NAMES"]
+           "resolve_settings", "broker_url", "OPTION_NAMES"]
 
 SCOPES = ("running", "queued", "queued_or_running")
 ON_LOCKED = ("skip", "retry", "wait", "raise")
@@ -150,14 +150,19 @@ def _check_scheme(url: str, in_quorum: bool) -> None:
         raise ConfigurationError(f"singleton_lock_url {url!r}: scheme must be one of {spelled}{where}")
 
 
+def broker_url(conf: Mapping[str, Any]) -> str:
+    """The app's (first) broker URL as Celery reads it: CELERY_BROKER_URL (``celery -b``) overrides it."""
+    broker = getattr(conf, "broker_url", None) or conf.get("broker_url") or ""
+    broker = broker[0] if isinstance(broker, (list, tuple)) and broker else broker
+    return broker if isinstance(broker, str) else ""
+
+
 def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
     url = conf.get("singleton_lock_url")
     if url is None:
-        # Celery's own reading of the broker URL, which CELERY_BROKER_URL (``celery -b``) overrides.
-        broker = getattr(conf, "broker_url", None) or conf.get("broker_url") or ""
-        broker = broker[0] if isinstance(broker, (list, tuple)) and broker else broker
-        if isinstance(broker, str) and broker.split("://", 1)[0] in ("redis", "rediss", "unix", "socket"):
+        broker = broker_url(conf)
+        if broker.split("://", 1)[0] in ("redis", "rediss", "unix", "socket"):
             url = broker.split(";", 1)[0]
         else:
             url = "redis://127.0.0.1:6379/0"

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from . import signals
 from .childwatch import ChildWatch
-from .options import AppSettings, resolve_settings
+from .options import AppSettings, broker_url, resolve_settings
 from .store import KeyLayout, Lease, LockStore, Renewer
 from .store.connect import open_store
 
@@ -74,9 +74,7 @@ def _visibility_timeout(conf: Any) -> Optional[float]:
     options = conf.get("broker_transport_options") or {}
     if options.get("visibility_timeout") is not None:
         return float(options["visibility_timeout"])
-    broker = getattr(conf, "broker_url", None) or conf.get("broker_url") or ""
-    broker = broker[0] if isinstance(broker, (list, tuple)) and broker else broker
-    scheme = broker.split("://", 1)[0].lower() if isinstance(broker, str) else ""
+    scheme = broker_url(conf).split("://", 1)[0].lower()
     return 3600.0 if scheme in ("redis", "rediss", "sentinel", "sqs") else None  # kombu's default
 
 
