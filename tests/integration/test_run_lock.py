@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from tests.integration.helpers import lock_keys, overlaps, records, wait_accepted, wait_started, wait_unlocked
+from tests.integration.helpers import (lock_keys, overlaps, records, restore_overdue, wait_accepted, wait_started,
+                                      wait_unlocked)
 from tests.support.waits import wait_for
 
 
@@ -278,12 +279,15 @@ def test_a_redelivered_message_does_not_run_beside_the_first_delivery(proj, star
     workers = [start_worker(concurrency=1, env=env) for _ in range(2)]
     result = proj.quick_ttl.delay("k", duration=9)  # outlives the visibility timeout several times
 
+    def redelivered():
+        restore_overdue(proj.app)
+        return [w for w in workers if f"{result.id}] is a duplicate (ignore)" in w.log()]
+
+    wait_for(redelivered, 30, interval=0.5, what="the broker to redeliver the message while it runs")
     assert result.get(timeout=40)["key"] == "k"
     intervals = records(events_redis)
     assert overlaps(intervals) == []
     assert len(intervals) == 1
-    redelivered = [w for w in workers if f"{result.id}] is a duplicate (ignore)" in w.log()]
-    assert redelivered, "the broker never redelivered the message: the test proved nothing"
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -296,9 +300,10 @@ def test_a_message_redelivered_while_it_runs_never_runs_again(proj, start_worker
         start_worker(concurrency=1, env=env)
     result = proj.long_running.delay("k", duration=7)
 
-    assert result.get(timeout=40)["key"] == "k"
-    wait_for(lambda: broker_redis.hlen("unacked") == 0 and broker_redis.llen("celery") == 0, 40,
-             what="every copy of the message handled")
+    wait_for(lambda: restore_overdue(proj.app) or result.ready(), 40, interval=0.5, what="the first delivery")
+    assert result.get(timeout=1)["key"] == "k"
+    wait_for(lambda: restore_overdue(proj.app) or broker_redis.hlen("unacked") == 0 and broker_redis.llen("celery") == 0,
+             40, interval=0.5, what="every copy of the message handled")
     starts = [s for s in records(events_redis, "started") if s["id"] == result.id]
     assert len(starts) == 1, starts
     assert result.get(timeout=1)["pid"] == starts[0]["pid"]  # the first delivery's result stands
@@ -313,7 +318,8 @@ def test_a_redelivery_runs_when_the_first_delivery_died_holding_the_lock(proj, s
     killed_at = time.time()
     start_worker(concurrency=1, env=env)
 
-    assert result.get(timeout=40)["key"] == "k"  # the redelivered copy ran: the task was not lost
+    wait_for(lambda: restore_overdue(proj.app) or result.ready(), 40, interval=0.5, what="the redelivered copy")
+    assert result.get(timeout=1)["key"] == "k"  # the redelivered copy ran: the task was not lost
     starts = records(events_redis, "started")
     assert [s["id"] for s in starts] == [result.id, result.id]
     assert starts[1]["pid"] != first["pid"]

