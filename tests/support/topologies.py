@@ -213,8 +213,9 @@ class SentinelGroup:
 
     def replica_ready(self) -> bool:
         """The sentinel sees the replica up and linked: it may be promoted."""
-        replicas = self._sentinel().execute_command("SENTINEL", "REPLICAS", self.master_name)
-        return any(r["flags"] == "slave" and r["master-link-status"] == "ok" for r in replicas)
+        # redis-py's own parsed forms: the raw replies' shapes differ between its releases.
+        replicas = self._sentinel().sentinel_slaves(self.master_name)
+        return any(r["is_slave"] and not r["is_sdown"] and r["master-link-status"] == "ok" for r in replicas)
 
     @property
     def url(self) -> str:
@@ -237,7 +238,7 @@ class SentinelGroup:
         assert self.replica is not None
         replica = self.replica
         # SENTINEL MASTER (what redis-py's Sentinel reads) switches when the failover ends.
-        wait_for(lambda: int(self._sentinel().execute_command("SENTINEL", "MASTER", self.master_name)["port"])
+        wait_for(lambda: int(self._sentinel().sentinel_master(self.master_name)["port"])
                  == replica.port and "role:master" in _info(replica.port, "replication"),
                  timeout, interval=0.05, what="the replica to be promoted")
         self.master, self.replica = replica, self.master
