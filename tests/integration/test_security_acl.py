@@ -1,0 +1,355 @@
+"""The least-privilege ACL user of ``docs/security.md`` is exactly what the library needs.
+
+Given a Redis 7 whose only usable user is the documented one (the default user has
+a password the library is not given), when every lock operation runs (as workers,
+publishers and ``celery locks`` run them) then Redis refuses nothing (its own
+``ACL LOG`` says so), and when any one documented command is taken away, Redis
+refuses something: the line is enough, and nothing in it is spare. A duplicate
+storm through a real prefork worker, a ``queued_or_running`` publish and the CLI
+run under that user too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+import redis
+
+from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout
+from celery_singleton_lock.store.admin import clear_lock, scan_locks
+from celery_singleton_lock.store.connect import open_store
+from redis.crc import key_slot
+from tests.integration.helpers import lock_keys, records, wait_unlocked
+from tests.integration.storm import lock_store_for, run_storm, worker_env
+from tests.support.acl import (DOC_PATH, AclServer, DocumentedAcl, Unsupported, acl_denials, documented_acl,
+                               require_redis_7)
+from tests.support.topologies import LocalCluster, SentinelGroup
+from tests.support.waits import wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PREFIX = "csltest"
+TASK = "acl.job"
+#: A health check before (nearly) every command, so PING is exercised as a long-lived worker sends it.
+EAGER_HEALTH_CHECKS: Dict[str, Any] = {"health_check_interval": 0.001}
+
+
+@pytest.fixture(scope="module")
+def documented() -> DocumentedAcl:
+    return documented_acl()
+
+
+@pytest.fixture
+def acl_server() -> Iterator[AclServer]:
+    server = AclServer()
+    try:
+        server.start()
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_7() -> None:
+    try:
+        require_redis_7()
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+
+
+def _holder(task_id: str) -> Holder:
+    return Holder(task_id, "acl-host", os.getpid(), int(time.time() * 1000), 1000)
+
+
+def exercise_store(store: Any, layout: KeyLayout) -> None:
+    """Each operation of the lock protocol once, the way workers, publishers and ``celery locks`` use them."""
+    fence, done = layout.fence(TASK), layout.done(TASK)
+    key, other, queued = layout.lock(TASK, "a" * 32), layout.lock(TASK, "b" * 32), layout.queued(TASK, "b" * 32)
+    # take it, meet it as a duplicate, look at its holder, renew it
+    assert isinstance(store.acquire(key, fence, "t1", 10_000, _holder("id-1")), Grant)
+    conflict = store.acquire(key, fence, "t2", 10_000, _holder("id-2"))
+    assert isinstance(conflict, Conflict) and conflict.task_id == "id-1" and conflict.pttl_ms > 0
+    assert store.holder(key)["token"] == "t1"
+    assert store.renew([(key, "t1", 10_000)]) == [True]
+    # a redelivered copy meets it; the release notes the completion and wakes a waiter
+    assert store.mark_redelivered(key, "id-1")
+    with store.release_events(key) as events:
+        assert store.release(key, "t1", (done, "id-1", 60_000, False))
+        assert events.wait(5)
+    assert store.completed(done, "id-1")
+    # an enqueue lock adopted by a worker, handed back by self.retry(), released by the main process
+    assert isinstance(store.acquire(queued, fence, "q1", 10_000, _holder("id-3"), "queued"), Grant)
+    assert isinstance(store.adopt(queued, other, fence, "q1", "r1", 10_000, _holder("id-3")), Grant)
+    assert store.requeue(other, "r1", 10_000)
+    assert store.release_many([(other, "r1")]) == [True]
+    # a release whose reply is read later, off the task's path
+    assert isinstance(store.acquire(key, fence, "t3", 10_000, _holder("id-4")), Grant)
+    replies: List[Any] = []
+    store.release_nowait(key, "t3", replies.append)
+    store.drain()
+    assert replies == [True]
+    # the operator's view: list, then clear by token
+    assert isinstance(store.acquire(key, fence, "t4", 10_000, _holder("id-5")), Grant)
+    [record] = scan_locks(store.client, layout)
+    assert record.task_id == "id-5"
+    assert clear_lock(store, record, force=True).cleared
+
+
+def exercise_quorum(server: AclServer, layout: KeyLayout) -> None:
+    """A quorum over three databases whose fencing counters all differ: whichever majority answers
+    first disagrees on the fence, so it is settled with RAISE_FENCE; the next acquire proposes a floor."""
+    task = "acl.quorum"
+    fence, key = layout.fence(task), layout.lock(task, "c" * 32)
+    for db, counter in ((2, 50), (3, 100)):
+        admin = server.admin(db)
+        try:
+            admin.set(fence, counter)
+        finally:
+            admin.close()
+    quorum = open_store([server.user_url(db) for db in (1, 2, 3)],
+                        dict(EAGER_HEALTH_CHECKS, quorum_node_timeout=5))
+    try:
+        first = quorum.acquire(key, fence, "f1", 10_000, _holder("id-q1"))
+        assert isinstance(first, Grant) and first.fence > 1, first
+        assert quorum.release(key, "f1")
+        second = quorum.acquire(key, fence, "f2", 10_000, _holder("id-q2"))
+        assert isinstance(second, Grant) and second.fence > first.fence, (first, second)
+        assert quorum.release(key, "f2")
+    finally:
+        quorum.close()
+
+
+def exercise_everything(server: AclServer) -> None:
+    """Every operation on a server with no data and no cached script (the first use after a restart)."""
+    admin = server.admin()
+    try:
+        admin.flushall()
+        admin.script_flush()
+    finally:
+        admin.close()
+    layout = KeyLayout(PREFIX)
+    store = open_store(server.user_url(1), EAGER_HEALTH_CHECKS)  # a database other than 0: SELECT
+    try:
+        exercise_store(store, layout)
+    finally:
+        store.close()
+    exercise_quorum(server, layout)
+
+
+def test_the_documented_line_names_single_commands_under_one_prefix(documented):
+    assert documented.user == "singleton_lock"
+    assert "eval" in documented.commands and "script|load" in documented.commands
+    assert documented.setuser_args("p", "pw")[:6] == ["singleton_lock", "reset", "on", ">pw", "~p:*", "&p:*"]
+
+
+def test_the_doc_names_every_key_the_library_writes():
+    layout = KeyLayout("<prefix>")
+    with open(DOC_PATH) as handle:
+        doc = handle.read()
+    for key in (layout.lock("<task>", "<digest>"), layout.queued("<task>", "<digest>"), layout.fence("<task>"),
+                layout.done("<task>")):
+        assert f"`{key}`" in doc
+
+
+def test_every_lock_operation_runs_under_the_documented_user(acl_server, documented):
+    acl_server.apply(documented.setuser_args(PREFIX, acl_server.password))
+
+    exercise_everything(acl_server)
+
+    assert acl_server.denials() == []
+
+
+def test_no_documented_command_is_spare(acl_server, documented):
+    """Without any one of them, Redis refuses some lock operation (the line is minimal)."""
+    spare = []
+    for command in documented.commands:
+        acl_server.apply(documented.setuser_args(PREFIX, acl_server.password, without=[command]))
+        try:
+            exercise_everything(acl_server)
+        except Exception:
+            pass  # refused somewhere: the ACL log says where
+        if not any(f" {command} " in denial for denial in acl_server.denials()):
+            spare.append(command)
+    assert spare == [], f"documented in docs/security.md but never needed: {spare}"
+
+
+def test_the_user_cannot_touch_keys_outside_its_prefix(acl_server, documented):
+    acl_server.apply(documented.setuser_args(PREFIX, acl_server.password))
+    client = redis.Redis.from_url(acl_server.user_url(1))
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.delete("celery")  # a broker queue's name
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.eval("return redis.call('del', KEYS[1])", 1, "celery")  # not through a script either
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.flushdb()
+    finally:
+        client.close()
+
+
+def _ask_redirection(cluster: LocalCluster, store: Any, layout: KeyLayout) -> None:
+    """A release while its slot migrates and the key is not on the source any more: ASK, then ASKING."""
+    key = layout.lock("acl.ask", "e" * 32)
+    slot = key_slot(key.encode())
+    source = cluster.owner(slot)
+    target = next(server for server in cluster.masters if server is not source)
+    src, dst = cluster.node(source), cluster.node(target)
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", cluster.node_id(source))
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", cluster.node_id(target))
+    try:
+        assert store.release(key, "nobody's") is False
+    finally:
+        for node in (src, dst):
+            node.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
+
+
+def test_a_cluster_needs_the_documented_addition_and_all_of_it(redis_7, documented):
+    addition = documented.additions["Redis Cluster"]
+    layout = KeyLayout(PREFIX)
+    cluster = LocalCluster(masters=3).start()
+    try:
+        def denials_without(command: Optional[str]) -> List[str]:
+            for server in cluster.masters:
+                node = cluster.node(server)
+                node.flushall()
+                node.script_flush()
+                node.execute_command("ACL", "SETUSER", *documented.setuser_args(
+                    PREFIX, "pw", plus=[c for c in addition if c != command]))
+                node.execute_command("ACL", "LOG", "RESET")
+            url = f"redis+cluster://{documented.user}:pw@" + ",".join(f"127.0.0.1:{s.port}" for s in cluster.masters)
+            try:
+                store = open_store(url)
+                try:
+                    exercise_store(store, layout)
+                    _ask_redirection(cluster, store, layout)
+                finally:
+                    store.close()
+            except Exception:
+                if command is None:
+                    raise
+            return [d for server in cluster.masters for d in acl_denials(cluster.node(server), documented.user)]
+
+        assert denials_without(None) == []
+        for command in addition:
+            assert any(f" {command} " in d for d in denials_without(command)), f"{command} is never needed"
+    finally:
+        cluster.stop()
+
+
+def test_sentinel_with_replica_ack_needs_the_documented_lines_on_every_server(redis_7, documented):
+    """The lock user on the master and the replica (the next master), the sentinel's own user."""
+    layout = KeyLayout(PREFIX)
+    group = SentinelGroup().start()
+    try:
+        assert group.replica is not None
+        for server in (group.master, group.replica):
+            node = redis.Redis(port=server.port)
+            node.execute_command("ACL", "SETUSER", *documented.setuser_args(
+                PREFIX, "pw", plus=documented.additions["replica_ack"]))
+            node.execute_command("ACL", "LOG", "RESET")
+            node.close()
+        sentinel_user, _ = documented.others["Sentinel"]
+        watcher = redis.Redis(port=group.sentinel_port)
+        watcher.execute_command("ACL", "SETUSER", *documented.other_args("Sentinel", "spw"))
+        watcher.execute_command("ACL", "LOG", "RESET")
+        watcher.close()
+        store = open_store(f"sentinel://{documented.user}:pw@127.0.0.1:{group.sentinel_port}/1",
+                           {"master_name": group.master_name, "replica_ack": 1, "replica_ack_timeout": 2,
+                            "sentinel_kwargs": {"username": sentinel_user, "password": "spw"}})
+        try:
+            exercise_store(store, layout)
+            group.failover()
+            key = layout.lock(TASK, "f" * 32)
+            wait_for(lambda: _acquired_after_failover(store, layout, key), 20, interval=0.1,
+                     what="a lock taken on the new master")
+            assert store.release(key, "after-failover")
+        finally:
+            store.close()
+        denials = [_denials_on(server.port, documented.user) for server in (group.master, group.replica)]
+        denials.append(_denials_on(group.sentinel_port, sentinel_user))
+        assert denials == [[], [], []]
+    finally:
+        group.stop()
+
+
+def _denials_on(port: int, user: str) -> List[str]:
+    client = redis.Redis(port=port)
+    try:
+        return acl_denials(client, user)
+    finally:
+        client.close()
+
+
+def _acquired_after_failover(store: Any, layout: KeyLayout, key: str) -> bool:
+    try:
+        return isinstance(store.acquire(key, layout.fence(TASK), "after-failover", 10_000, _holder("id-f")), Grant)
+    except (redis.ConnectionError, redis.ReadOnlyError, redis.TimeoutError):
+        return False  # the failover is still under way
+
+
+def _cli(env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """``celery locks`` as an operator runs it, with the lock store of ``env``."""
+    full = dict(os.environ, **env, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, "-m", "celery", "-A", "tests.integration.proj", "locks", *args],
+                          capture_output=True, text=True, cwd=ROOT, env=full, timeout=60)
+
+
+def _started(events: redis.Redis, key: str) -> dict:
+    return wait_for(lambda: next((e for e in records(events, "started") if e["key"] == key), None), 20,
+                    what=f"the task holding {key!r} to start")
+
+
+def test_workers_publishers_and_the_cli_run_under_the_documented_user(acl_server, documented, proj, start_worker,
+                                                                      events_redis):
+    """(The server is set up first so that it outlives the workers: their shutdown releases too.)"""
+    acl_server.apply(documented.setuser_args(PREFIX, acl_server.password))
+    url = acl_server.user_url(1)
+    env = worker_env(url)
+    store = acl_server.admin(1)
+    with lock_store_for(proj, url):
+        worker = start_worker(concurrency=3, env=env)
+
+        run_storm(proj, events_redis, store, refused=acl_server.denials)
+
+        # queued_or_running: the publisher takes the lock, a duplicate publishes nothing, the worker adopts it
+        first = proj.qor_job.delay("qor", duration=1.0)
+        assert proj.qor_job.delay("qor").id == first.id
+        assert first.get(timeout=30)["key"] == "qor"
+        wait_unlocked(store, 5)
+
+        # celery locks: list, show, refuse a live lock, clear it by force; its holder notices
+        held = proj.quick_ttl.delay("held", duration=30)
+        _started(events_redis, "held")
+        listed = _cli(env, "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        [lock] = json.loads(listed.stdout)
+        assert lock["task_id"] == held.id and lock["state"] == "running"
+        shown = _cli(env, "show", lock["digest"])
+        assert shown.returncode == 0 and held.id in shown.stdout, shown.stderr
+        refused = _cli(env, "clear", lock["digest"][:12])
+        assert refused.returncode == 1 and "refused" in refused.stderr
+        forced = _cli(env, "clear", lock["key"], "--force")
+        assert forced.returncode == 0 and "cleared" in forced.stdout, forced.stderr
+        wait_for(lambda: "singleton lock LOST" in worker.log(), 10, what="the holder to report its lost lock")
+        assert lock_keys(store) == []
+
+        # a child killed under its lock: the worker's main process releases it
+        killed = proj.long_running.delay("killed", duration=30)
+        _started(events_redis, "killed")
+        assert len(lock_keys(store)) == 1
+        killed.revoke(terminate=True, signal="SIGKILL")
+        wait_unlocked(store, 5)
+        assert "from the worker's main process" in worker.log()
+        held.revoke(terminate=True, signal="SIGKILL")
+        worker.stop()
+
+    store.close()
+    assert acl_server.denials() == []
