@@ -9,16 +9,17 @@ worker's start), so a wrong value never surfaces inside a running worker.
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Collection, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import parse_qsl, urlsplit
 
 from .exceptions import ConfigurationError
 from .store.connect import redact
 
 __all__ = ["LockOptions", "AppSettings", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
-           "resolve_settings", "broker_url", "OPTION_NAMES"]
+           "resolve_settings", "broker_url", "OPTION_NAMES", "refuse_unknown_options"]
 
 SCOPES = ("running", "queued", "queued_or_running")
 ON_LOCKED = ("skip", "retry", "wait", "raise")
@@ -38,6 +39,8 @@ _OPTIONS: Dict[str, Tuple[str, Any]] = {
     "on_lock_error": ("singleton_lock_on_lock_error", "retry"),
 }
 OPTION_NAMES = tuple(_OPTIONS)
+#: Task attributes with these prefixes are lock options; any other such name is a typo.
+_OPTION_PREFIXES = ("lock_", "on_lock")
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,17 @@ def _seconds(task: str, name: str, value: Any, *, allow_zero: bool = False) -> f
         bound = ">= 0" if allow_zero else "> 0"
         raise _fail(task, f"{name}={value!r} must be {bound}")
     return float(value)
+
+
+def refuse_unknown_options(task: str, attributes: Iterable[Tuple[str, Any]], allowed: Collection[str] = ()) -> None:
+    """Refuse a ``lock_*`` / ``on_lock*`` attribute that is no option (``lock_tll=5``): silently
+    ignored, it would leave the default in force. ``allowed`` are names the task class itself uses."""
+    for name, value in attributes:
+        if not name.startswith(_OPTION_PREFIXES) or name in OPTION_NAMES or name in allowed:
+            continue
+        close = difflib.get_close_matches(name, OPTION_NAMES, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]}?" if close else f"the options are {', '.join(OPTION_NAMES)}"
+        raise _fail(task, f"unknown lock option {name}={value!r}: {hint}")
 
 
 def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, Any]) -> LockOptions:

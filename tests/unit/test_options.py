@@ -149,3 +149,64 @@ def test_the_lock_url_follows_the_broker_url_celery_reads_from_the_environment(m
     app = Celery("env", broker="amqp://guest@h//", set_as_current=False)
     assert resolve_settings(app.conf).url == "redis://from-env:6379/4"
 
+
+@pytest.mark.parametrize("options, closest", [
+    ({"lock_tll": 5}, "lock_ttl"),
+    ({"on_lockd": "retry"}, "on_locked"),
+    ({"on_lock_eror": "run"}, "on_lock_error"),
+    ({"lock_keys": ("account_id",)}, "lock_key"),
+    ({"lock_heartbeet": 1}, "lock_heartbeat"),
+])
+def test_a_misspelled_option_is_refused_when_the_task_is_defined(options, closest):
+    app = _finalized_app()
+    with pytest.raises(ConfigurationError, match=f"unknown lock option {next(iter(options))}=.*did you mean "
+                                                 f"{closest}\\?"):
+        @app.task(base=LockedTask, shared=False, **options)
+        def job(account_id):
+            pass
+
+
+def test_a_misspelled_option_of_a_lazy_app_is_refused_when_the_task_is_bound():
+    app = Celery("lazy", broker="memory://", set_as_current=False)
+    app.conf.singleton_lock_url = "redis://127.0.0.1:6379/0"
+
+    @app.task(base=LockedTask, shared=False, lock_tll=5)
+    def job(account_id):
+        pass
+
+    with pytest.raises(ConfigurationError, match="unknown lock option lock_tll=5: did you mean lock_ttl"):
+        app.finalize()
+
+
+def test_a_misspelled_option_on_a_subclass_is_refused():
+    app = _finalized_app()
+
+    class Base(LockedTask):
+        abstract = True
+        lock_scopes = "queued"
+
+    with pytest.raises(ConfigurationError, match="lock_scopes='queued': did you mean lock_scope"):
+        @app.task(base=Base, shared=False)
+        def job(account_id):
+            pass
+
+
+def test_names_the_task_class_itself_uses_are_no_typos():
+    app = _finalized_app()
+
+    class Base(LockedTask):
+        abstract = True
+        lock_ttl = 12
+
+        def lock_owner_name(self):  # a helper method of the user's own base class
+            return "me"
+
+        @property
+        def lock_label(self):
+            return "label"
+
+    @app.task(base=Base, shared=False, bind=True, on_locked="raise")
+    def job(self, account_id):
+        return self.lock, self.lock_digest((account_id,), {})
+
+    assert job.singleton_lock()[0].ttl == 12 and job.lock_owner_name() == "me"
