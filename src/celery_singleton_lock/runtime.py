@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from typing import Any, Optional
+from typing import Any, Optional, Tuple, Union
 
 import redis
 
@@ -100,6 +100,10 @@ def peek_runtime(app: Any) -> Optional[LockRuntime]:
     return app.__dict__.get(_ATTR) if app is not None else None
 
 
+#: What a lock store that cannot be used raises (redis-py's Cluster errors are no RedisError).
+_STORE_ERRORS = (redis.RedisError, OSError, redis.exceptions.RedisClusterException)
+
+
 def check_lock_store(app: Any) -> Optional[str]:
     """Probe the app's lock store once, as a worker starts (see :mod:`.store.probe`).
 
@@ -117,7 +121,7 @@ def check_lock_store(app: Any) -> Optional[str]:
     layout = KeyLayout(settings.prefix)
     problems, outages = [], []
 
-    def judge(url: str, exc: BaseException, step: Optional[str] = None) -> None:
+    def judge(url: Union[str, Tuple[str, ...]], exc: BaseException, step: Optional[str] = None) -> None:
         problem = permanent_problem(exc, step)
         if problem is not None:
             problems.append(f"{redact(url)}: {problem}")
@@ -126,8 +130,8 @@ def check_lock_store(app: Any) -> Optional[str]:
 
     try:
         store = open_store(settings.url, settings.transport_options)
-    except (redis.RedisError, OSError) as exc:
-        judge(settings.url if isinstance(settings.url, str) else ", ".join(urls), exc)
+    except _STORE_ERRORS as exc:  # a Cluster client connects at once
+        judge(settings.url, exc)
     except (ValueError, TypeError) as exc:
         raise ConfigurationError(f"singleton_lock_url {redact(settings.url)} cannot be used: "
                                  f"{error_text(exc)}") from exc
@@ -137,7 +141,7 @@ def check_lock_store(app: Any) -> Optional[str]:
                 try:
                     probe(node, layout)
                 except ProbeFailed as failed:
-                    if not isinstance(failed.error, (redis.RedisError, OSError)):
+                    if not isinstance(failed.error, _STORE_ERRORS):
                         raise failed.error
                     judge(url, failed.error, failed.step)
         finally:
