@@ -15,21 +15,30 @@ printed by ``list``). Locks are found with SCAN, never KEYS. ``clear`` deletes a
 lock only if it still has the token that was read, and refuses a lock whose
 holder is still renewing it unless ``--force`` (and says why), because deleting
 a live lock lets a duplicate run beside the holder.
+
+When the lock store cannot be used (Redis down, a wrong password, a missing ACL
+permission, a wrong setting), a command prints one line, what happened, at
+which URL (without its password) and what to do, and exits with status 1.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, NoReturn, Optional, Sequence
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, TypeVar
 
 import click
+import redis
 from celery.bin.base import handle_preload_options
 
+from .exceptions import ConfigurationError
 from .options import resolve_settings
 from .runtime import LockRuntime, runtime_for
 from .store.admin import LockRecord, clear_lock, find_locks, scan_locks
+from .store.connect import redact
+from .store.errors import error_text, permanent_problem
 
 __all__ = ["locks", "main"]
 
@@ -49,6 +58,29 @@ def _runtime(ctx: click.Context) -> LockRuntime:
 def _fail(message: str) -> NoReturn:
     click.echo(f"locks: {message}", err=True)
     sys.exit(1)
+
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def _one_line_errors(command: Command) -> Command:
+    """Turn a lock store that cannot be used into one line on stderr and status 1, not a traceback."""
+
+    @functools.wraps(command)
+    def run(ctx: click.Context, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(ctx, *args, **kwargs)
+        except ConfigurationError as exc:
+            _fail(f"{exc}")
+        except (redis.RedisError, OSError) as exc:
+            url = redact(resolve_settings(ctx.obj.app.conf).url)
+            problem = permanent_problem(exc)
+            if problem is not None:
+                _fail(f"the lock store {url} refused the command: {problem}")
+            _fail(f"cannot reach the lock store {url} ({error_text(exc)}): check that Redis runs and that this "
+                  "host can reach it, or fix singleton_lock_url")
+
+    return run  # type: ignore[return-value]
 
 
 def _duration(ms: Optional[int]) -> str:
@@ -117,6 +149,7 @@ def locks(ctx: click.Context) -> None:
 @click.option("--task", "task", default=None, help="Only the locks of this task name.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array, for scripts.")
 @click.pass_context
+@_one_line_errors
 def list_(ctx: click.Context, task: Optional[str], as_json: bool) -> None:
     """List held locks: task, key digest, holder task id, host, pid, age, TTL left, stale/lost flags."""
     runtime = _runtime(ctx)
@@ -134,6 +167,7 @@ def list_(ctx: click.Context, task: Optional[str], as_json: bool) -> None:
 @click.argument("key")
 @click.option("--json", "as_json", is_flag=True, help="Every field as JSON, token included.")
 @click.pass_context
+@_one_line_errors
 def show(ctx: click.Context, key: str, as_json: bool) -> None:
     """Show one lock (full key, digest, or its first characters) and why it is live, stale or lost."""
     record = _one(_runtime(ctx), key)
@@ -160,6 +194,7 @@ def show(ctx: click.Context, key: str, as_json: bool) -> None:
 @click.option("--stale", is_flag=True, help="Clear every stale or lost lock (holder not renewing).")
 @click.option("--force", is_flag=True, help="Clear KEY even though its holder still renews it.")
 @click.pass_context
+@_one_line_errors
 def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bool, force: bool) -> None:
     """Delete a lock by token: KEY, or every stale one with --stale [--task NAME].
 

@@ -27,7 +27,11 @@ What a duplicate does at enqueue time:
 
 When Redis is unreachable, ``on_lock_error="raise"`` raises to the caller and
 publishes nothing; otherwise the message is published without an enqueue lock
-and the worker guards the run (and applies ``on_lock_error`` itself).
+and the worker guards the run (and applies ``on_lock_error`` itself). A lock
+store that is set up wrong (a wrong password, a missing ACL permission, a
+read-only replica) is no outage: ``apply_async`` raises
+:class:`~.exceptions.ConfigurationError` and publishes nothing, whatever
+``on_lock_error`` says.
 """
 
 from __future__ import annotations
@@ -43,12 +47,14 @@ from celery.utils import uuid
 from kombu.serialization import dumps, loads
 
 from . import signals
-from .exceptions import LockBackendError, LockedError
+from .exceptions import ConfigurationError, LockBackendError, LockedError
 from .guard import (AFTER_HEADER, BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, LIBRARY_HEADERS, RETRIES_HEADER,
                     SKIPPED_HEADER)
 from .runtime import runtime_for
 from .store import Conflict, Grant, Holder
 from .store.client import new_token
+from .store.connect import redact
+from .store.errors import error_text, permanent_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
@@ -135,11 +141,16 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
     gate = _Gate()
 
     def unreachable(error: BaseException) -> Any:
+        problem = permanent_problem(error, "acquire")
+        if problem is not None:  # a misconfiguration: whatever on_lock_error says, nothing goes out
+            raise ConfigurationError(f"task {task.name}: the lock store {redact(runtime.settings.url)} refused "
+                                     f"enqueue lock {key}: {problem}; nothing was published",
+                                     task=task.name, key=key) from error
         if options.on_lock_error == "raise":
-            raise LockBackendError(f"task {task.name}: cannot reach Redis to take enqueue lock {key}: {error}; "
-                                   "nothing was published", task=task.name, key=key) from error
-        logger.warning("singleton lock: %s: Redis unavailable at enqueue (%r); publishing without an enqueue "
-                       "lock, the worker guards the run", task.name, error)
+            raise LockBackendError(f"task {task.name}: cannot reach Redis to take enqueue lock {key}: "
+                                   f"{error_text(error)}; nothing was published", task=task.name, key=key) from error
+        logger.warning("singleton lock: %s: Redis unavailable at enqueue (%s); publishing without an enqueue "
+                       "lock, the worker guards the run", task.name, error_text(error))
         return publish(task_id, None, None)
 
     try:
@@ -176,7 +187,8 @@ def _release_unpublished(runtime: Any, task: "LockedTask", key: str, token: str,
     try:
         runtime.store.release(key, token)
     except BACKEND_ERRORS as exc:
-        logger.warning("singleton lock: %s: releasing %s after a failed publish failed (%r)", task.name, key, exc)
+        logger.warning("singleton lock: %s: releasing %s after a failed publish failed (%s)", task.name, key,
+                       error_text(exc))
 
 
 class _Refused(Exception):
@@ -191,7 +203,7 @@ class _Unreachable(Exception):
     """Internal: Redis could not answer the enqueue lock's acquire."""
 
     def __init__(self, error: BaseException) -> None:
-        super().__init__(repr(error))
+        super().__init__(error_text(error))
         self.error = error
 
 

@@ -7,11 +7,11 @@ because "which lock?" is the first question an operator asks.
 .. code-block:: text
 
     SingletonLockError
-    ├── ConfigurationError          (also ValueError)  bad option, refused early
+    ├── ConfigurationError          (also ValueError)  bad option or lock store set up wrong
     ├── UnencodableArgumentError    (also TypeError)   argument with no canonical form
     ├── LockedError                                    a duplicate met on_locked="raise"
     ├── LockLostError                                  the heartbeat found the lock gone
-    └── LockBackendError                               Redis could not be reached
+    └── LockBackendError                               Redis could not be reached (an outage)
 """
 
 from __future__ import annotations
@@ -45,7 +45,12 @@ class SingletonLockError(Exception):
 
 
 class ConfigurationError(SingletonLockError, ValueError):
-    """An option or setting is wrong; raised when the task is defined or the worker starts."""
+    """An option or setting is wrong; raised when the task is defined or the worker starts.
+
+    Also what a task ends with, and what ``apply_async`` raises, when the lock store
+    itself is set up wrong (a wrong password, a missing ACL permission, a read-only
+    replica): waiting does not fix that, so ``on_lock_error`` does not apply.
+    """
 
 
 class UnencodableArgumentError(SingletonLockError, TypeError):
@@ -71,4 +76,4 @@ class LockLostError(SingletonLockError):
 
 
 class LockBackendError(SingletonLockError):
-    """Redis could not be reached (or answered with an error) while taking or releasing a lock."""
+    """Redis could not be reached while taking a lock (down, a timeout, a failover): it may pass."""

@@ -18,11 +18,13 @@ import redis
 from celery.exceptions import Ignore, Retry
 
 from . import signals
-from .exceptions import LockBackendError, LockedError
+from .exceptions import ConfigurationError, LockBackendError, LockedError
 from .handle import ExecutionLock
 from .runtime import LockRuntime, runtime_for
 from .store import Conflict, Grant, Holder, Lease
 from .store.client import Completion, new_token
+from .store.connect import redact
+from .store.errors import error_text, permanent_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
@@ -115,8 +117,8 @@ class _Attempt:
         try:
             self.runtime.store.release(self.key, self.token)
         except BACKEND_ERRORS as exc:
-            logger.warning("singleton lock: giving back %s after an interrupted acquire failed (%r); it "
-                           "expires within lock_ttl", self.key, exc)
+            logger.warning("singleton lock: giving back %s after an interrupted acquire failed (%s); it "
+                           "expires within lock_ttl", self.key, error_text(exc))
 
     @property
     def notes_completions(self) -> bool:
@@ -174,8 +176,8 @@ class _Attempt:
             try:
                 self.runtime.store.release(self.queued_key, self.enqueue_token)
             except BACKEND_ERRORS as exc:
-                logger.warning("singleton lock: freeing queue slot %s failed (%r); it expires within "
-                               "lock_queue_ttl", self.queued_key, exc)
+                logger.warning("singleton lock: freeing queue slot %s failed (%s); it expires within "
+                               "lock_queue_ttl", self.queued_key, error_text(exc))
             self.enqueue_token = None
 
     def conflict(self, conflict: Conflict, action: str) -> None:
@@ -203,7 +205,8 @@ def run_guarded(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, An
     try:
         outcome, started = attempt.acquire()
     except BACKEND_ERRORS as exc:
-        return _backend_unavailable(attempt, args, kwargs, body, exc)
+        step = "adopt" if attempt.enqueue_token else "acquire"  # adopt clears the token once answered
+        return _backend_unavailable(attempt, args, kwargs, body, exc, step)
     except BaseException:
         attempt.abandon()  # interrupted while asking (a soft time limit): the lock may be ours
         raise
@@ -251,8 +254,8 @@ def _hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:
     try:
         handed = runtime.store.requeue(lease.key, lease.token, queued_ms)
     except BACKEND_ERRORS as exc:
-        logger.warning("singleton lock: handing %s over to the retry failed (%r); it expires within its TTL, "
-                       "then the retry runs", lease.key, exc)
+        logger.warning("singleton lock: handing %s over to the retry failed (%s); it expires within its TTL, "
+                       "then the retry runs", lease.key, error_text(exc))
         return
     if not handed and not lease.lost.is_set():
         lease.lost.set()
@@ -302,7 +305,8 @@ def release(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str
 def _released(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str], reply: Any) -> bool:
     """Report what Redis answered to a release."""
     if isinstance(reply, BaseException):
-        logger.warning("singleton lock: releasing %s failed (%r); it expires within its TTL", lease.key, reply)
+        logger.warning("singleton lock: releasing %s failed (%s); it expires within its TTL", lease.key,
+                       error_text(reply))
         return False
     released = bool(reply)
     if not released and not lease.lost.is_set():
@@ -498,20 +502,31 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     signature = task.signature_from_request(
         request, args, kwargs, countdown=countdown, retries=request.retries, headers=headers)
     signature.apply_async()
-    return Retry(f"lock {attempt.key} busy, retry {headers[RETRIES_HEADER]} in {countdown:.1f}s", exc=exc,
-                 when=countdown, sig=signature)
+    why = f"lock {attempt.key} busy" if conflict is not None else f"lock store unavailable ({exc})"
+    return Retry(f"{why}, retry {headers[RETRIES_HEADER]} in {countdown:.1f}s", exc=exc, when=countdown,
+                 sig=signature)
 
 
 def _backend_unavailable(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
-                         body: Callable[[], Any], exc: BaseException) -> Any:
-    policy = attempt.options.on_lock_error
-    logger.error("singleton lock: %s[%s]: Redis unavailable while taking lock %s (%r); on_lock_error=%s",
-                 attempt.task.name, attempt.request.id, attempt.key, exc, policy)
+                         body: Callable[[], Any], exc: BaseException, step: str = "acquire") -> Any:
+    """Redis did not grant or refuse the lock: an outage follows ``on_lock_error``; a misconfigured
+    lock store fails the task with :class:`ConfigurationError`, whatever ``on_lock_error`` says."""
+    task, task_id, policy = attempt.task.name, attempt.request.id, attempt.options.on_lock_error
+    problem = permanent_problem(exc, step)
+    if problem is not None:
+        url = redact(attempt.runtime.settings.url)
+        logger.error("singleton lock: %s[%s]: the lock store %s refused lock %s, so the task fails without "
+                     "running (on_lock_error does not apply to a misconfiguration): %s", task, task_id, url,
+                     attempt.key, problem)
+        attempt.give_up_queue_slot()
+        raise ConfigurationError(f"task {task}[{task_id}]: the lock store {url} refused lock {attempt.key}: "
+                                 f"{problem}", task=task, key=attempt.key) from exc
+    logger.error("singleton lock: %s[%s]: Redis unavailable while taking lock %s (%s); on_lock_error=%s",
+                 task, task_id, attempt.key, error_text(exc), policy)
     if policy == "run":
         return body()
-    error = LockBackendError(
-        f"task {attempt.task.name}[{attempt.request.id}]: cannot reach Redis to take lock {attempt.key}: {exc}",
-        task=attempt.task.name, key=attempt.key)
+    error = LockBackendError(f"task {task}[{task_id}]: cannot reach Redis to take lock {attempt.key}: "
+                             f"{error_text(exc)}", task=task, key=attempt.key)
     if policy == "raise":
         raise error from exc
     raise _requeue(attempt, args, kwargs, None, error)

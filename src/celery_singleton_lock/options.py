@@ -9,13 +9,17 @@ worker's start), so a wrong value never surfaces inside a running worker.
 
 from __future__ import annotations
 
+import difflib
+import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Collection, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from urllib.parse import parse_qsl, urlsplit
 
 from .exceptions import ConfigurationError
+from .store.connect import redact
 
 __all__ = ["LockOptions", "AppSettings", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
-           "resolve_settings", "broker_url", "OPTION_NAMES"]
+           "resolve_settings", "broker_url", "OPTION_NAMES", "refuse_unknown_options"]
 
 SCOPES = ("running", "queued", "queued_or_running")
 ON_LOCKED = ("skip", "retry", "wait", "raise")
@@ -35,6 +39,8 @@ _OPTIONS: Dict[str, Tuple[str, Any]] = {
     "on_lock_error": ("singleton_lock_on_lock_error", "retry"),
 }
 OPTION_NAMES = tuple(_OPTIONS)
+#: Task attributes with these prefixes are lock options; any other such name is a typo.
+_OPTION_PREFIXES = ("lock_", "on_lock")
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,17 @@ def _seconds(task: str, name: str, value: Any, *, allow_zero: bool = False) -> f
     return float(value)
 
 
+def refuse_unknown_options(task: str, attributes: Iterable[Tuple[str, Any]], allowed: Collection[str] = ()) -> None:
+    """Refuse a ``lock_*`` / ``on_lock*`` attribute that is no option (``lock_tll=5``): silently
+    ignored, it would leave the default in force. ``allowed`` are names the task class itself uses."""
+    for name, value in attributes:
+        if not name.startswith(_OPTION_PREFIXES) or name in OPTION_NAMES or name in allowed:
+            continue
+        close = difflib.get_close_matches(name, OPTION_NAMES, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]}?" if close else f"the options are {', '.join(OPTION_NAMES)}"
+        raise _fail(task, f"unknown lock option {name}={value!r}: {hint}")
+
+
 def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, Any]) -> LockOptions:
     """Merge task attributes over app settings over defaults, and check every value."""
 
@@ -135,19 +152,76 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
 
 _SINGLE_SCHEMES = ("redis", "rediss", "unix")
 _TOPOLOGY_SCHEMES = ("redis+cluster", "rediss+cluster", "sentinel")
+#: Names of this host's loopback interface: one server, however it is spelled.
+_LOOPBACK = ("localhost", "127.0.0.1", "::1", "ip6-localhost")
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
 
 
 def _check_scheme(url: str, in_quorum: bool) -> None:
     """One Redis, a Cluster or Sentinel (as redis-py and kombu spell them); a quorum lists single masters."""
     parts = [p.strip() for p in url.split(";") if p.strip()] or [url]
-    schemes = {p.split("://", 1)[0].lower() if "://" in p else "" for p in parts}
+    schemes = {_scheme(p) for p in parts}
     allowed = _SINGLE_SCHEMES if in_quorum else _SINGLE_SCHEMES + _TOPOLOGY_SCHEMES
     if len(parts) > 1 and schemes != {"sentinel"}:
-        raise ConfigurationError(f"singleton_lock_url {url!r}: only sentinel:// URLs may be joined with ';'")
+        raise ConfigurationError(f"singleton_lock_url {redact(url)!r}: only sentinel:// URLs may be joined with ';'")
     if not schemes <= set(allowed):
         spelled = ", ".join(f"{s}://" for s in allowed)
         where = " in a quorum list (independent masters)" if in_quorum else ""
-        raise ConfigurationError(f"singleton_lock_url {url!r}: scheme must be one of {spelled}{where}")
+        raise ConfigurationError(f"singleton_lock_url {redact(url)!r}: scheme must be one of {spelled}{where}")
+    for part in parts:
+        _check_host(part, url)
+
+
+def _check_host(part: str, url: str) -> None:
+    """Refuse a URL that names no server: redis-py would pick localhost, a different Redis on every host."""
+    scheme = _scheme(part)
+    try:
+        pieces = urlsplit(part)
+        if scheme == "unix":
+            named = bool(pieces.path.strip("/"))
+        elif scheme.endswith("+cluster"):
+            named = any(node.strip() for node in pieces.netloc.rpartition("@")[2].split(","))
+        else:
+            named = bool(pieces.hostname)
+            pieces.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        raise ConfigurationError(f"singleton_lock_url {redact(url)!r} cannot be read: {exc}") from exc
+    if not named:
+        what = "socket path" if scheme == "unix" else "host"
+        raise ConfigurationError(
+            f"singleton_lock_url {redact(url)!r} names no {what}: redis-py would use localhost, a different Redis "
+            "on every machine, which keeps nothing from running twice across hosts; set singleton_lock_url to "
+            "the Redis every worker and publisher shares")
+
+
+def _server(url: str) -> Tuple[str, str, int, int]:
+    """(kind, host or socket path, port, db) of a single-server URL, however it is spelled."""
+    pieces = urlsplit(url)
+    query = dict(parse_qsl(pieces.query))
+    if _scheme(url) == "unix":
+        db = query.get("db", "0")
+        return "unix", os.path.normpath(pieces.path), 0, int(db) if db.isdigit() else 0
+    host = (pieces.hostname or "").rstrip(".").lower()
+    host = "localhost" if host in _LOOPBACK else host
+    path = pieces.path.strip("/") or query.get("db", "0")
+    return "tcp", host, pieces.port or 6379, int(path) if path.isdigit() else 0
+
+
+def _refuse_duplicates(urls: Sequence[str]) -> None:
+    """A quorum of one server named twice is no quorum: no fault tolerance, and false lost-lock reports."""
+    seen: Dict[Tuple[str, str, int, int], str] = {}
+    for url in urls:
+        server = _server(url)
+        if server in seen:
+            kind, host, port, db = server
+            where = f"socket {host}" if kind == "unix" else f"{host}:{port}"
+            raise ConfigurationError(
+                f"singleton_lock_url names one Redis server twice: {redact(seen[server])!r} and {redact(url)!r} "
+                f"are both {where} db {db}; a quorum lock needs independent masters: list each once")
+        seen[server] = url
 
 
 def broker_url(conf: Mapping[str, Any]) -> str:
@@ -157,31 +231,43 @@ def broker_url(conf: Mapping[str, Any]) -> str:
     return broker if isinstance(broker, str) else ""
 
 
+def _lock_url_from_broker(conf: Mapping[str, Any]) -> str:
+    """The broker URL, when it is a Redis one; else there is no safe default."""
+    broker = broker_url(conf)
+    if _scheme(broker) in ("redis", "rediss", "unix", "socket"):
+        return broker.split(";", 1)[0]
+    spelled = f"the broker {redact(broker)!r} is not Redis" if broker else "no broker URL is set"
+    raise ConfigurationError(
+        f"singleton_lock_url is not set and {spelled}: set app.conf.singleton_lock_url to the Redis URL that "
+        "every worker and publisher shares (a localhost default would be a different Redis on every host, "
+        "and keep nothing from running twice across hosts)")
+
+
 def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
     url = conf.get("singleton_lock_url")
     if url is None:
-        broker = broker_url(conf)
-        if broker.split("://", 1)[0] in ("redis", "rediss", "unix", "socket"):
-            url = broker.split(";", 1)[0]
-        else:
-            url = "redis://127.0.0.1:6379/0"
+        url = _lock_url_from_broker(conf)
     if isinstance(url, (list, tuple)):
         if not url or not all(isinstance(u, str) for u in url):
-            raise ConfigurationError(f"singleton_lock_url must be a URL or a non-empty list of URLs, not {url!r}")
+            raise ConfigurationError(f"singleton_lock_url must be a URL or a non-empty list of URLs, not "
+                                     f"{redact([u for u in url if isinstance(u, str)])!r} ({len(url)} item(s))")
         url = tuple(url)
     elif not isinstance(url, str):
-        raise ConfigurationError(f"singleton_lock_url must be a URL string or a list of them, not {url!r}")
+        raise ConfigurationError(f"singleton_lock_url must be a URL string or a list of them, not "
+                                 f"{type(url).__name__}")
     for one in (url if isinstance(url, tuple) else (url,)):
         _check_scheme(one, in_quorum=isinstance(url, tuple))
+    if isinstance(url, tuple):
+        _refuse_duplicates(url)
     prefix = conf.get("singleton_lock_prefix") or "singleton_lock"
     if not isinstance(prefix, str) or any(c in prefix for c in "{} \n"):
         raise ConfigurationError(f"singleton_lock_prefix {prefix!r} must be a string without braces or spaces")
     transport = conf.get("singleton_lock_transport_options") or {}
     if not isinstance(transport, Mapping):
         raise ConfigurationError(
-            f"singleton_lock_transport_options must be a dict of redis-py options, not {transport!r}")
+            f"singleton_lock_transport_options must be a dict of redis-py options, not {type(transport).__name__}")
     if isinstance(url, str) and url.lower().startswith("sentinel://") and not transport.get("master_name"):
-        raise ConfigurationError(f"singleton_lock_url {url!r} is a Sentinel URL: name the monitored master in "
-                                 "singleton_lock_transport_options={'master_name': ...}, as kombu does")
+        raise ConfigurationError(f"singleton_lock_url {redact(url)!r} is a Sentinel URL: name the monitored master "
+                                 "in singleton_lock_transport_options={'master_name': ...}, as kombu does")
     return AppSettings(url=url, prefix=prefix, transport_options=dict(transport))

@@ -8,16 +8,22 @@ never connects them twice and garbage collection never disconnects them.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from celery import current_app
 from celery import signals as celery_signals
 
-from .runtime import peek_runtime
+from .exceptions import ConfigurationError
+from .runtime import check_lock_store, peek_runtime
+from .store.errors import error_text
 
 __all__ = ["connect_receivers"]
 
 logger = logging.getLogger("celery_singleton_lock")
+
+#: The worker's exit status when its lock store is set up wrong (sysexits' "configuration error").
+EXIT_CONFIG = getattr(os, "EX_CONFIG", 78)
 
 
 def _release_held(app: Any, why: str) -> None:
@@ -27,12 +33,29 @@ def _release_held(app: Any, why: str) -> None:
     try:
         count = runtime.renewer.release_all()
     except Exception as exc:
-        logger.warning("singleton lock: releasing held locks at %s failed (%r); they expire within "
-                       "their TTL", why, exc)
+        logger.warning("singleton lock: releasing held locks at %s failed (%s); they expire within "
+                       "their TTL", why, error_text(exc))
         return
     if count:
         logger.info("singleton lock: released %d held lock(s) at %s", count, why)
     runtime.renewer.close(timeout=1.0)
+
+
+def on_worker_setup(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
+    """Main process, logging set up, before the pool and the consumer start: probe the lock store.
+
+    A lock store that is set up wrong stops the worker here, with one line that says
+    what is wrong, instead of failing every task it would take; one that is merely
+    down lets it start, with a warning.
+    """
+    app = getattr(instance, "app", None) or current_app
+    try:
+        warning = check_lock_store(app)
+    except ConfigurationError as exc:
+        logger.critical("singleton lock: the worker refuses to start: %s", exc)
+        raise SystemExit(EXIT_CONFIG) from None
+    if warning:
+        logger.warning("singleton lock: %s", warning)
 
 
 def on_worker_shutdown(sender: Any = None, **kwargs: Any) -> None:
@@ -108,6 +131,8 @@ def _install_revoke_hook() -> None:
 
 def connect_receivers() -> None:
     _install_revoke_hook()
+    celery_signals.celeryd_after_setup.connect(on_worker_setup, weak=False,
+                                               dispatch_uid="celery_singleton_lock.celeryd_after_setup")
     celery_signals.task_revoked.connect(on_task_revoked, weak=False,
                                         dispatch_uid="celery_singleton_lock.task_revoked")
     celery_signals.worker_shutdown.connect(on_worker_shutdown, weak=False,

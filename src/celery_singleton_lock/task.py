@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import Any, ClassVar, Mapping, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Iterator, Mapping, Optional, Sequence, Tuple
 
 from celery import Task
 
@@ -27,7 +27,7 @@ from .arguments import ArgumentKey, LockKeySpec
 from .enqueue import CallOptions, publish_locked
 from .guard import AFTER_HEADER, HANDLE_ATTR, library_headers, run_guarded
 from .handle import ExecutionLock
-from .options import LockOptions, resolve_options, resolve_settings
+from .options import LockOptions, refuse_unknown_options, resolve_options, resolve_settings
 
 __all__ = ["LockedTask"]
 
@@ -78,6 +78,7 @@ class LockedTask(Task):
     @classmethod
     def _resolve_singleton_lock(cls, app: Any) -> Tuple[LockOptions, ArgumentKey]:
         resolve_settings(app.conf)  # the app's lock settings too: a wrong URL or prefix fails now, not per task
+        refuse_unknown_options(cls.name, _own_attributes(cls), _class_names())
         options = resolve_options(cls.name, lambda attr: getattr(cls, attr, None), app.conf)
         argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key)
         cls._singleton_lock_resolved = (app, options, argument_key)
@@ -137,6 +138,25 @@ class LockedTask(Task):
                 self, args, kwargs, publish_id, gated, link, link_error, shadow, **options))
 
         return publish_locked(self, args or (), kwargs or {}, task_id, CallOptions(options, link), publish)
+
+
+def _own_attributes(cls: type) -> Iterator[Tuple[str, Any]]:
+    """Attributes set by the task's own classes (its options, a subclass's settings), without the
+    methods and properties written in those classes' bodies."""
+    for klass in cls.__mro__:
+        if klass is LockedTask or not issubclass(klass, LockedTask):
+            continue
+        for name, value in vars(klass).items():
+            if isinstance(value, (property, classmethod, staticmethod)):
+                continue
+            if inspect.isfunction(value) and value.__qualname__.startswith(f"{klass.__qualname__}."):
+                continue
+            yield name, value
+
+
+def _class_names() -> frozenset:
+    """What LockedTask and Celery's Task name themselves (``lock``, ``lock_digest``...): no typos."""
+    return frozenset(dir(LockedTask))
 
 
 def _inherits_plain_call(cls: type) -> bool:

@@ -14,23 +14,26 @@ import socket
 import subprocess
 import sys
 import time
-from typing import List
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 from celery_singleton_lock.store import Holder, KeyLayout, LockStore
 from tests.integration.helpers import lock_keys, wait_started, wait_unlocked
+from tests.support.servers import RedisServer, free_port
 from tests.support.waits import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUICK_TTL = "tests.integration.proj.quick_ttl"  # lock_ttl=3, lock_heartbeat=1
 
 
-def run_cli(*args: str, launcher: str = "celery") -> subprocess.CompletedProcess:
-    """The CLI as an operator runs it, in its own process."""
+def run_cli(*args: str, launcher: str = "celery", env: Optional[Dict[str, str]] = None
+            ) -> subprocess.CompletedProcess:
+    """The CLI as an operator runs it, in its own process (``env`` on top of the test's)."""
     head: List[str] = (["-m", "celery", "-A", "tests.integration.proj", "locks"] if launcher == "celery"
                        else ["-m", "celery_singleton_lock", "--app", "tests.integration.proj"])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, **(env or {}),
+               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, *head, *args], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=60)
 
@@ -146,3 +149,66 @@ def test_clear_deletes_nothing_when_the_lock_changed_hands(proj, lock_redis):
     assert lock_redis.hget(key, "token") == "new"
     store.release(key, "new")
     wait_unlocked(lock_redis, 1)
+
+
+# -- a lock store that cannot be used: one line, no traceback -----------------------------------------
+PASSWORD = "s3cret-pw"
+
+
+@pytest.fixture
+def acl_server() -> Iterator[Tuple[RedisServer, "redis.Redis"]]:
+    import redis
+
+    server = RedisServer(extra_args=["--user", "admin", "on", f">{PASSWORD}", "~*", "&*", "+@all",
+                                     "--user", "default", "off"])
+    server.start(probe_url=f"redis://admin:{PASSWORD}@127.0.0.1:{server.port}/0")
+    admin = redis.Redis(port=server.port, username="admin", password=PASSWORD)
+    yield server, admin
+    admin.close()
+    server.stop()
+
+
+def one_line_failure(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", [("list",), ("show", "0123456789ab"), ("clear", "--stale")])
+def test_redis_down_is_one_line_naming_the_url_and_what_to_do(test_env, command):
+    port = free_port()
+    line = one_line_failure(run_cli(*command, env={"CSL_LOCK_URL": f"redis://127.0.0.1:{port}/0"}))
+    assert line.startswith("locks: cannot reach the lock store") and f"redis://127.0.0.1:{port}/0" in line
+    assert "Connection refused" in line and "check that Redis runs" in line
+
+
+def test_a_wrong_password_is_one_line_without_the_password(test_env):
+    server = RedisServer(extra_args=["--requirepass", PASSWORD])
+    server.start(probe_url=f"redis://:{PASSWORD}@127.0.0.1:{server.port}/0")
+    try:
+        url = f"redis://:not-the-password@127.0.0.1:{server.port}/0"
+        line = one_line_failure(run_cli("list", "--json", launcher="python -m", env={"CSL_LOCK_URL": url}))
+    finally:
+        server.stop()
+    assert f"redis://:***@127.0.0.1:{server.port}/0" in line and "not-the-password" not in line
+    assert "authentication failed" in line and "set the right user and password" in line
+
+
+@pytest.mark.parametrize("denied, command", [
+    ("-scan", ("list",)),
+    ("-hgetall", ("list",)),  # its answer is read in a pipeline: refused, not mistaken for "no lock"
+    ("-scan", ("clear", "--stale")),
+])
+def test_a_missing_permission_is_one_line_naming_it(test_env, acl_server, denied, command):
+    server, admin = acl_server
+    admin.acl_setuser("ops", enabled=True, passwords=["+pw"], keys=["csltest:*"], channels=["csltest:*"],
+                      commands=["+@all", denied])
+    # A lock for the listing to read.
+    LockStore(admin).acquire("csltest:{t}:0123456789abcdef", "csltest:{t}:fence", "tok", 60_000,
+                             Holder("id", "h", 1, int(time.time() * 1000), 1000))
+
+    line = one_line_failure(run_cli(*command, env={"CSL_LOCK_URL": f"redis://ops:pw@127.0.0.1:{server.port}/0"}))
+    assert f"redis://ops:***@127.0.0.1:{server.port}/0" in line
+    assert "lacks a permission" in line and f"'{denied[1:]}' command" in line

@@ -42,14 +42,55 @@ def test_wrong_values_are_refused_with_what_is_allowed(attrs, message):
 
 def test_settings_fall_back_to_a_redis_broker():
     assert resolve_settings({"broker_url": "redis://h:1/3"}).url == "redis://h:1/3"
-    assert resolve_settings({"broker_url": "amqp://guest@h//"}).url == "redis://127.0.0.1:6379/0"
     assert resolve_settings({"singleton_lock_url": "rediss://u:p@h:1/0"}).url == "rediss://u:p@h:1/0"
     with pytest.raises(ConfigurationError, match="scheme must be"):
         resolve_settings({"singleton_lock_url": "http://h"})
 
 
+@pytest.mark.parametrize("broker", ["amqp://guest@h//", "memory://", "sqs://", None])
+def test_no_lock_url_and_a_broker_that_is_not_redis_is_refused(broker):
+    # A silent redis://127.0.0.1 default would be a different Redis on every host: no exclusion at all.
+    with pytest.raises(ConfigurationError, match="singleton_lock_url is not set") as info:
+        resolve_settings({"broker_url": broker})
+    assert "set app.conf.singleton_lock_url" in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["redis://", "redis:///0", "rediss://:secret@/1", "unix://", "redis+cluster://",
+                                 "sentinel://;sentinel://h:26379"])
+def test_a_lock_url_without_a_host_is_refused(url):
+    conf = {"singleton_lock_url": url, "singleton_lock_transport_options": {"master_name": "m"}}
+    with pytest.raises(ConfigurationError, match="names no (host|socket path).*set singleton_lock_url") as info:
+        resolve_settings(conf)
+    assert "secret" not in str(info.value)
+
+
+def test_a_redis_broker_url_without_a_host_is_no_lock_url_either():
+    with pytest.raises(ConfigurationError, match="names no host"):
+        resolve_settings({"broker_url": "redis://"})
+
+
+@pytest.mark.parametrize("urls", [
+    ["redis://127.0.0.1:7001", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"],
+    ["redis://localhost:7001", "redis://127.0.0.1:7001/0", "redis://127.0.0.1:7002"],
+    ["redis://127.0.0.1:7001/", "redis://:pw@LOCALHOST:7001?db=0", "redis://127.0.0.1:7002"],
+    ["redis://h1", "redis://h1:6379/0", "redis://h2"],
+    ["rediss://h1:7000/2", "redis://h1:7000/2", "redis://h2:7000/2"],
+    ["unix:///tmp/r.sock", "unix:///tmp/../tmp/r.sock?db=0", "redis://h2"],
+])
+def test_a_quorum_naming_one_server_twice_is_refused(urls):
+    with pytest.raises(ConfigurationError, match="names one Redis server twice") as info:
+        resolve_settings({"singleton_lock_url": urls})
+    assert "pw" not in str(info.value)
+
+
+def test_a_quorum_of_distinct_servers_or_databases_is_accepted():
+    urls = ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7001/1", "redis://h:7001"]
+    assert resolve_settings({"singleton_lock_url": urls}).url == tuple(urls)
+
+
 def _finalized_app():
     app = Celery("defs", broker="memory://", set_as_current=False)
+    app.conf.singleton_lock_url = "redis://127.0.0.1:6379/0"  # never connected to here
     app.finalize()
     return app
 
@@ -69,6 +110,7 @@ def test_a_wrong_task_definition_fails_when_the_task_is_defined(options):
 
 def test_a_lazy_app_refuses_at_first_use_before_publishing():
     app = Celery("lazy", broker="memory://", set_as_current=False)
+    app.conf.singleton_lock_url = "redis://127.0.0.1:6379/0"
 
     @app.task(base=LockedTask, shared=False, lock_scope="sometimes")
     def job(account_id):
@@ -106,3 +148,65 @@ def test_the_lock_url_follows_the_broker_url_celery_reads_from_the_environment(m
     monkeypatch.setenv("CELERY_BROKER_URL", "redis://from-env:6379/4")  # what `celery -b URL` sets
     app = Celery("env", broker="amqp://guest@h//", set_as_current=False)
     assert resolve_settings(app.conf).url == "redis://from-env:6379/4"
+
+
+@pytest.mark.parametrize("options, closest", [
+    ({"lock_tll": 5}, "lock_ttl"),
+    ({"on_lockd": "retry"}, "on_locked"),
+    ({"on_lock_eror": "run"}, "on_lock_error"),
+    ({"lock_keys": ("account_id",)}, "lock_key"),
+    ({"lock_heartbeet": 1}, "lock_heartbeat"),
+])
+def test_a_misspelled_option_is_refused_when_the_task_is_defined(options, closest):
+    app = _finalized_app()
+    with pytest.raises(ConfigurationError, match=f"unknown lock option {next(iter(options))}=.*did you mean "
+                                                 f"{closest}\\?"):
+        @app.task(base=LockedTask, shared=False, **options)
+        def job(account_id):
+            pass
+
+
+def test_a_misspelled_option_of_a_lazy_app_is_refused_when_the_task_is_bound():
+    app = Celery("lazy", broker="memory://", set_as_current=False)
+    app.conf.singleton_lock_url = "redis://127.0.0.1:6379/0"
+
+    @app.task(base=LockedTask, shared=False, lock_tll=5)
+    def job(account_id):
+        pass
+
+    with pytest.raises(ConfigurationError, match="unknown lock option lock_tll=5: did you mean lock_ttl"):
+        app.finalize()
+
+
+def test_a_misspelled_option_on_a_subclass_is_refused():
+    app = _finalized_app()
+
+    class Base(LockedTask):
+        abstract = True
+        lock_scopes = "queued"
+
+    with pytest.raises(ConfigurationError, match="lock_scopes='queued': did you mean lock_scope"):
+        @app.task(base=Base, shared=False)
+        def job(account_id):
+            pass
+
+
+def test_names_the_task_class_itself_uses_are_no_typos():
+    app = _finalized_app()
+
+    class Base(LockedTask):
+        abstract = True
+        lock_ttl = 12
+
+        def lock_owner_name(self):  # a helper method of the user's own base class
+            return "me"
+
+        @property
+        def lock_label(self):
+            return "label"
+
+    @app.task(base=Base, shared=False, bind=True, on_locked="raise")
+    def job(self, account_id):
+        return self.lock, self.lock_digest((account_id,), {})
+
+    assert job.singleton_lock()[0].ttl == 12 and job.lock_owner_name() == "me"

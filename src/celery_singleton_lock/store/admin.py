@@ -160,6 +160,9 @@ def _read_batch(client: Client, layout: KeyLayout, keys: List[str],
         pipe.hgetall(key)
         pipe.pttl(key)
     replies = pipe.execute(raise_on_error=False)  # a key of another type answers WRONGTYPE: skip it
+    for reply in replies:
+        if isinstance(reply, Exception) and not str(reply).startswith("WRONGTYPE"):
+            raise reply  # a refused command (NOPERM...) is no missing lock
     now_ms = int(time.time() * 1000)
     found = []
     for index, key in enumerate(keys):

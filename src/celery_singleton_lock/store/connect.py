@@ -30,11 +30,11 @@ hanging a worker slot.
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
 
-__all__ = ["connect", "open_store", "DEFAULT_CLIENT_OPTIONS", "LOCK_OPTIONS", "url_kind"]
+__all__ = ["connect", "open_store", "DEFAULT_CLIENT_OPTIONS", "LOCK_OPTIONS", "url_kind", "redact"]
 
 #: Applied unless the caller's options say otherwise.
 DEFAULT_CLIENT_OPTIONS: Dict[str, Any] = {
@@ -64,6 +64,32 @@ def url_kind(url: str) -> str:
     if scheme == "sentinel":
         return "sentinel"
     return "single"
+
+
+def _redact_one(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unreadable URL>"
+    netloc, query = parts.netloc, parts.query
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.split(':', 1)[0]}:***@{host}"
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs], safe="*/")
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url
+    # Spelled by hand: urlunsplit drops the "//" of a URL without a host (unix:///path).
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "") + \
+        (f"#{parts.fragment}" if parts.fragment else "")
+
+
+def redact(url: Union[str, Sequence[str]]) -> str:
+    """The lock URL (or URLs) fit for a log line: passwords, in the netloc or the query, as ``***``."""
+    if isinstance(url, str):
+        return ";".join(_redact_one(part) for part in url.split(";"))
+    return ", ".join(redact(one) for one in url)
 
 
 def _split(options: Optional[Mapping[str, Any]]) -> Tuple[Dict[str, Any], Dict[str, Any]]:

@@ -23,6 +23,7 @@ import weakref
 from typing import Any, Callable, List, Optional, Set
 
 from .client import LockStore
+from .errors import error_text
 
 __all__ = ["Lease", "Renewer"]
 
@@ -174,7 +175,7 @@ class Renewer:
                 try:
                     self._store.drain()
                 except Exception as exc:
-                    logger.warning("singleton-lock heartbeat: reading release replies failed: %r", exc)
+                    logger.warning("singleton-lock heartbeat: reading release replies failed: %s", error_text(exc))
                 continue
             with self._cond:
                 now = self._clock()
@@ -202,7 +203,8 @@ class Renewer:
             self.round_trips += 1
             results = self._store.renew([(lease.key, lease.token, lease.ttl_ms) for lease in batch])
         except Exception as exc:
-            logger.warning("singleton-lock heartbeat: renewing %d lock(s) failed, retrying: %r", len(batch), exc)
+            logger.warning("singleton-lock heartbeat: renewing %d lock(s) failed, retrying: %s", len(batch),
+                           error_text(exc))
             retry_at = self._clock()
             for lease in batch:
                 if retry_at - lease.confirmed_at >= lease.ttl:

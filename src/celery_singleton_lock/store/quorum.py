@@ -47,6 +47,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import redis
 
 from .client import Conflict, Grant, Holder, LockStore, Outcome
+from .errors import error_text
 
 __all__ = ["QuorumStore", "QuorumUnavailable"]
 
@@ -54,11 +55,19 @@ logger = logging.getLogger("celery_singleton_lock.quorum")
 
 
 class QuorumUnavailable(redis.exceptions.ConnectionError):
-    """Fewer than a majority of the masters answered, so nothing can be decided."""
+    """Fewer than a majority of the masters answered, so nothing can be decided.
 
-    def __init__(self, message: str, errors: Optional[Dict[int, BaseException]] = None) -> None:
+    ``errors`` holds each failed master's error, by index; with ``size`` (masters) and
+    ``quorum`` (majority) they tell an outage from masters that are set up wrong
+    (see :mod:`.errors`).
+    """
+
+    def __init__(self, message: str, errors: Optional[Dict[int, BaseException]] = None,
+                 size: Optional[int] = None, quorum: Optional[int] = None) -> None:
         super().__init__(message)
         self.errors = dict(errors or {})
+        self.size = size
+        self.quorum = quorum
 
 
 class _Failed:
@@ -184,10 +193,11 @@ class QuorumStore:
     def _unavailable(self, what: str, results: Results) -> QuorumUnavailable:
         errors = {i: r.error for i, r in results.items() if isinstance(r, _Failed)}
         silent = [i for i in range(len(self.nodes)) if i not in results]
-        detail = "; ".join([f"master {i}: {e!r}" for i, e in sorted(errors.items())]
+        detail = "; ".join([f"master {i}: {error_text(e)}" for i, e in sorted(errors.items())]
                            + [f"master {i}: no answer within {self.node_timeout:g}s" for i in silent])
         return QuorumUnavailable(
-            f"{what}: fewer than {self.quorum} of {len(self.nodes)} Redis masters answered ({detail})", errors)
+            f"{what}: fewer than {self.quorum} of {len(self.nodes)} Redis masters answered ({detail})", errors,
+            size=len(self.nodes), quorum=self.quorum)
 
     # -- acquire ---------------------------------------------------------------------------------
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
@@ -344,7 +354,7 @@ class QuorumStore:
                 try:
                     pubsubs.append(stack.enter_context(_subscribed(node, key)))
                 except (redis.RedisError, OSError) as exc:
-                    logger.debug("singleton lock: cannot subscribe to %s on a master: %r", key, exc)
+                    logger.debug("singleton lock: cannot subscribe to %s on a master: %s", key, error_text(exc))
             yield QuorumReleaseEvents(pubsubs)
 
     def close(self) -> None:

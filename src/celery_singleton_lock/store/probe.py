@@ -1,0 +1,106 @@
+"""Ask a lock store, once, everything the lock protocol will ask of it.
+
+A worker that starts against a misconfigured lock store (a wrong password, an
+ACL user without a command the scripts run, a read-only replica) would
+otherwise find out task by task. :func:`probe` runs every script of the
+protocol, the way the worker sends it, on a throw-away lock of its own under
+the app's prefix (so the same key and channel patterns apply), then deletes
+what it wrote. Redis checks the commands inside a script against the caller's
+ACL only when the script runs them, so each script is run to its end.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, List
+
+from .client import Holder, LockStore, new_token
+from .keys import KeyLayout
+
+__all__ = ["probe", "ProbeFailed", "PROBE_TASK"]
+
+#: The task name the probe's keys are filed under (a name no Celery task has).
+PROBE_TASK = "celery_singleton_lock.probe"
+
+
+class ProbeFailed(Exception):
+    """One step of the probe failed: ``step`` names it (a script, or ``holder``...), ``error`` is Redis's."""
+
+    def __init__(self, step: str, error: BaseException) -> None:
+        super().__init__(step, error)
+        self.step = step
+        self.error = error
+
+
+class _Step:
+    """Names the step under way, for the error it may raise."""
+
+    def __init__(self) -> None:
+        self.name = "connect"
+
+    def __call__(self, name: str) -> "_Step":
+        self.name = name
+        return self
+
+
+def _subscribe(store: LockStore, channel: str, timeout: float = 5.0) -> None:
+    """Subscribe as ``on_locked="wait"`` does, and read the answer: a refusal arrives as a reply, not at once."""
+    pubsub = store.client.pubsub()
+    try:
+        pubsub.subscribe(channel)
+        deadline = time.monotonic() + timeout
+        while pubsub.get_message(timeout=max(deadline - time.monotonic(), 0.0)) is None:
+            if time.monotonic() >= deadline:
+                return  # no confirmation in time: a slow server, not a refusal
+    finally:
+        pubsub.close()
+
+
+def probe(store: LockStore, layout: KeyLayout, ttl_ms: int = 10_000) -> None:
+    """Run the protocol once on a probe lock; raise :class:`ProbeFailed` for the first error Redis answers.
+
+    ``store`` is one Redis (a quorum is probed master by master). The probe lock
+    lives ``ttl_ms`` at most, should the probe be cut short.
+    """
+    queued_token, token = new_token(), new_token()
+    queued, key = layout.queued(PROBE_TASK, queued_token), layout.lock(PROBE_TASK, queued_token)
+    fence, done = layout.fence(PROBE_TASK), layout.done(PROBE_TASK)
+    holder = Holder(task_id=queued_token, host=socket.gethostname(), pid=os.getpid(),
+                    since_ms=int(time.time() * 1000), heartbeat_ms=ttl_ms // 3)
+    step = _Step()
+    try:
+        step("acquire")
+        store.acquire(queued, fence, queued_token, ttl_ms, holder, state="queued")  # loads the script
+        step("adopt")
+        store.adopt(queued, key, fence, queued_token, token, ttl_ms, holder)
+        step("renew")
+        store.renew([(key, token, ttl_ms)])
+        step("mark_redelivered")
+        store.mark_redelivered(key, holder.task_id)
+        step("holder")
+        store.holder(key)
+        step("requeue")
+        store.requeue(key, token, ttl_ms)
+        step("raise_fence")
+        store.raise_fence(fence, 1)
+        step("release")
+        replies: List[Any] = []
+        # A finishing task's release goes as EVAL with the script's text, noting its completion.
+        store.release_nowait(key, token, replies.append, (done, holder.task_id, ttl_ms, True))
+        store.drain()
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise reply
+        step("completed")
+        store.completed(done, holder.task_id)
+        step("subscribe")
+        _subscribe(store, key)
+    except Exception as exc:
+        raise ProbeFailed(step.name, exc) from exc
+    finally:
+        try:
+            store.client.delete(queued, key, fence, done)
+        except Exception:  # the probe's own error says what matters; its lock expires anyway
+            pass
