@@ -249,3 +249,15 @@ def test_lone_surrogates_are_keyed_as_the_worker_receives_them():
     assert KEY((pair,), {}) == KEY(("\U0001f600",), {})
     assert KEY(("\ud83d",), {}) != KEY(("\ude00",), {})
 
+
+def test_a_call_no_worker_could_decode_is_refused_before_publishing():
+    from types import SimpleNamespace
+
+    from celery_singleton_lock.enqueue import message_digest
+
+    task = SimpleNamespace(name="proj.task")
+    with pytest.raises(UnencodableArgumentError, match="proj.task.*could not decode"):
+        message_digest(task, KEY, ({"__type__": "no-such-type", "__value__": 1},), {}, "json")
+    with pytest.raises(UnencodableArgumentError) as info:  # no form at all: the parameter is named
+        message_digest(task, KEY, (object(),), {}, "json")
+    assert info.value.parameter == "a"
