@@ -2,8 +2,10 @@
 
 ``apply_async`` (and so ``delay``, signatures, groups, chains and beat, which all
 end in it when the task class is at hand) takes an *enqueue lock* with
-``lock_queue_ttl``, then publishes the message with the lock's token in a
-header; the worker adopts the lock by that token when it starts the task.
+``lock_queue_ttl``, then publishes the message with the lock's token and digest
+in headers; the worker adopts (or frees) the lock the message names, by token.
+The digest is derived from the arguments as the worker will receive them (after
+the message serializer's round trip), so it also names the worker's run lock.
 The acquire is sent before Celery builds the message and its answer is read
 only when the message is about to go out (by a producer wrapper that Celery
 touches first in ``send_task``), so the round trip overlaps the message
@@ -44,12 +46,14 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequen
 
 from celery import states
 from celery.utils import uuid
+from kombu.exceptions import DecodeError, EncodeError
 from kombu.serialization import dumps, loads
 
 from . import signals
-from .exceptions import ConfigurationError, LockBackendError, LockedError
-from .guard import (AFTER_HEADER, BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, LIBRARY_HEADERS, RETRIES_HEADER,
-                    SKIPPED_HEADER)
+from .arguments import ArgumentKey, is_digest
+from .exceptions import ConfigurationError, LockBackendError, LockedError, UnencodableArgumentError
+from .guard import (AFTER_HEADER, BACKEND_ERRORS, ENQUEUE_DIGEST_HEADER, ENQUEUE_TOKEN_HEADER, LIBRARY_HEADERS,
+                    RETRIES_HEADER, SKIPPED_HEADER)
 from .runtime import runtime_for
 from .store import Conflict, Grant, Holder
 from .store.client import new_token
@@ -59,7 +63,7 @@ from .store.errors import error_text, permanent_problem
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
 
-__all__ = ["publish_locked", "CallOptions", "as_delivered"]
+__all__ = ["publish_locked", "CallOptions", "message_digest"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -101,11 +105,28 @@ class CallOptions:
             return 0.0  # not a time: Celery refuses the call with its own error, before it is published
 
 
-def as_delivered(args: Sequence[Any], kwargs: Mapping[str, Any], serializer: str) -> Tuple[Any, Any]:
-    """The arguments after the message serializer's round trip: what the worker's body receives."""
-    content_type, encoding, body = dumps((list(args), dict(kwargs)), serializer=serializer)
-    delivered_args, delivered_kwargs = loads(body, content_type, encoding)
-    return delivered_args, delivered_kwargs
+def message_digest(task: "LockedTask", argument_key: ArgumentKey, args: Sequence[Any], kwargs: Mapping[str, Any],
+                   serializer: str) -> str:
+    """The digest the worker will derive from the message of this call (see :meth:`ArgumentKey.for_message`).
+
+    Refuses, before anything is locked or published, a call whose message a worker could not
+    decode (a dict shaped like a tagged value of a type the serializer does not know).
+    """
+    def deliver(call_args: Sequence[Any], call_kwargs: Mapping[str, Any]) -> Tuple[Any, Any]:
+        try:
+            content_type, encoding, body = dumps((list(call_args), dict(call_kwargs)), serializer=serializer)
+        except EncodeError:
+            argument_key(call_args, call_kwargs)  # an argument with no canonical form: its error names it
+            raise  # what Celery itself raises for this call
+        try:
+            delivered_args, delivered_kwargs = loads(body, content_type, encoding)
+        except DecodeError as exc:
+            raise UnencodableArgumentError(
+                f"task {task.name!r}: a worker could not decode the arguments of this call ({exc}) with the "
+                f"{serializer!r} serializer; nothing was published", task=task.name) from exc
+        return delivered_args, delivered_kwargs
+
+    return argument_key.for_message(args, kwargs, deliver)
 
 
 def _is_library_republish(headers: Optional[Mapping[str, Any]]) -> bool:
@@ -117,12 +138,8 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
                    call: "CallOptions", publish: Publish) -> Any:
     """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate."""
     options, argument_key = task.singleton_lock()
-    if argument_key.takes_function:
-        # A lock_key function sees the arguments as the worker's body will (tuples as lists,
-        # say): the digest it makes here must be the one the worker makes from the message.
-        digest = argument_key(*as_delivered(args, kwargs, call.serializer or task.serializer))
-    else:
-        digest = argument_key(args, kwargs)  # raises before anything is locked or published
+    # Raises before anything is locked or published.
+    digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
     headers = call.headers
     # self.retry() / re-publishing the running call itself: the lock goes with the message.
     current = task.lock if task_id is not None and task.request.id == task_id else None
@@ -165,7 +182,8 @@ def publish_locked(task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str,
     try:
         if not can_gate:
             gate()
-        result = publish(task_id, {ENQUEUE_TOKEN_HEADER: token}, gate if can_gate else None)
+        result = publish(task_id, {ENQUEUE_TOKEN_HEADER: token, ENQUEUE_DIGEST_HEADER: digest},
+                         gate if can_gate else None)
     except _Refused as refused:
         return _duplicate_at_enqueue(task, key, task_id, refused.conflict, options.on_locked, publish, requested_id,
                                      call.continues)
@@ -312,6 +330,10 @@ def _republish_own(current: Any, options: Any, delay: float, publish: Publish) -
         return publish(current.task_id, {AFTER_HEADER: current.token}, None)
     # The lock is handed over when this execution ends (not now: it may go on running, a cleanup
     # in ``finally`` say); the retry adopts it by token, waiting for that moment if it starts first.
-    result = publish(current.task_id, {ENQUEUE_TOKEN_HEADER: current.token, AFTER_HEADER: current.token}, None)
+    headers = {ENQUEUE_TOKEN_HEADER: current.token, AFTER_HEADER: current.token}
+    held = current.key.rsplit(":", 1)[-1]  # the digest that names the lock handed over
+    if is_digest(held):
+        headers[ENQUEUE_DIGEST_HEADER] = held
+    result = publish(current.task_id, headers, None)
     current.hand_over_ms = int((options.queue_ttl + delay) * 1000)
     return result

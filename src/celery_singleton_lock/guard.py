@@ -18,6 +18,7 @@ import redis
 from celery.exceptions import Ignore, Retry
 
 from . import signals
+from .arguments import is_digest
 from .exceptions import ConfigurationError, LockBackendError, LockedError
 from .handle import ExecutionLock
 from .runtime import LockRuntime, runtime_for
@@ -29,8 +30,9 @@ from .store.errors import error_text, permanent_problem
 if TYPE_CHECKING:  # pragma: no cover
     from .task import LockedTask
 
-__all__ = ["run_guarded", "TOKEN_HEADER", "ENQUEUE_TOKEN_HEADER", "RETRIES_HEADER", "AFTER_HEADER", "SKIPPED_HEADER",
-           "LIBRARY_HEADERS", "HANDLE_ATTR", "jittered", "release", "library_headers"]
+__all__ = ["run_guarded", "TOKEN_HEADER", "ENQUEUE_TOKEN_HEADER", "ENQUEUE_DIGEST_HEADER", "RETRIES_HEADER",
+           "AFTER_HEADER", "SKIPPED_HEADER", "LIBRARY_HEADERS", "HANDLE_ATTR", "jittered", "release",
+           "library_headers", "enqueue_digest"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -38,6 +40,9 @@ logger = logging.getLogger("celery_singleton_lock")
 TOKEN_HEADER = "singleton_lock_token"
 #: Message header with the token of the enqueue lock taken by ``apply_async`` (``queued*`` scopes).
 ENQUEUE_TOKEN_HEADER = "singleton_lock_enqueue_token"
+#: Message header with the argument digest of that enqueue lock: the worker adopts and releases
+#: the lock the message names, whatever digest it would derive from the arguments it received.
+ENQUEUE_DIGEST_HEADER = "singleton_lock_enqueue_digest"
 #: Message header counting re-queues caused by the lock (kept apart from ``retries``).
 RETRIES_HEADER = "singleton_lock_retries"
 #: Message header of a ``self.retry()`` message: the token of the execution that re-queued the
@@ -48,7 +53,8 @@ AFTER_HEADER = "singleton_lock_after"
 SKIPPED_HEADER = "singleton_lock_skipped"
 #: Every header the library writes. Celery copies a request's custom headers into
 #: ``self.retry()`` messages, so publishing code strips these and sets its own.
-LIBRARY_HEADERS = (TOKEN_HEADER, ENQUEUE_TOKEN_HEADER, RETRIES_HEADER, AFTER_HEADER, SKIPPED_HEADER)
+LIBRARY_HEADERS = (TOKEN_HEADER, ENQUEUE_TOKEN_HEADER, ENQUEUE_DIGEST_HEADER, RETRIES_HEADER, AFTER_HEADER,
+                   SKIPPED_HEADER)
 #: Request-context attribute holding the execution's :class:`ExecutionLock`.
 HANDLE_ATTR = "_singleton_lock_handle"
 
@@ -63,6 +69,14 @@ def library_headers(inherited: Optional[Mapping[str, Any]], ours: Mapping[str, A
     return merged
 
 
+def enqueue_digest(fields: Any, derive: Callable[[], str]) -> str:
+    """The digest of the enqueue lock a message carries (``fields``: its headers, or a request
+    made of them). ``derive()`` computes one from the arguments, for a message that does not
+    name it (published by an earlier version of the library)."""
+    named = fields.get(ENQUEUE_DIGEST_HEADER)
+    return named if is_digest(named) else derive()
+
+
 def jittered(delay: float) -> float:
     """A countdown spread over [delay/2, 3*delay/2] so retried duplicates do not stampede."""
     return delay * (0.5 + random.random())
@@ -71,8 +85,8 @@ def jittered(delay: float) -> float:
 class _Attempt:
     """What one execution needs to take its lock; built once per execution."""
 
-    __slots__ = ("task", "request", "options", "runtime", "key", "queued_key", "fence_key", "token",
-                 "enqueue_token", "after", "holder")
+    __slots__ = ("task", "request", "options", "runtime", "key", "queued_key", "queued_digest", "fence_key",
+                 "token", "enqueue_token", "after", "holder")
 
     def __init__(self, task: "LockedTask", args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         options, argument_key = task.singleton_lock()
@@ -84,12 +98,16 @@ class _Attempt:
         self.options = options
         self.runtime = runtime
         self.key = runtime.layout.lock(task.name, digest)
-        self.queued_key = runtime.layout.enqueue(task.name, digest, options.scope) if options.at_enqueue else self.key
         self.fence_key = runtime.layout.fence(task.name)
         self.token = request.get(TOKEN_HEADER) or new_token()
         # An enqueue lock handed over by the publisher; None when the message came without one
         # (send_task by name, a retry, eager mode) or once it turned out not to be ours any more.
         self.enqueue_token = request.get(ENQUEUE_TOKEN_HEADER) if options.at_enqueue else None
+        # The enqueue lock is the one the message names (the publisher derived it from what this
+        # worker receives, so the two agree; if they did not, the named one is still adopted).
+        self.queued_digest = enqueue_digest(request, lambda: digest) if self.enqueue_token else digest
+        self.queued_key = (runtime.layout.enqueue(task.name, self.queued_digest, options.scope)
+                           if options.at_enqueue else self.key)
         # The token of the execution whose self.retry() published this message, if one did.
         self.after = request.get(AFTER_HEADER)
         self.holder = Holder(
@@ -495,8 +513,9 @@ def _requeue(attempt: _Attempt, args: Sequence[Any], kwargs: Mapping[str, Any],
     if request.is_eager:
         return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
     headers = library_headers(request.headers, {RETRIES_HEADER: done + 1 if counted else done})
-    if attempt.enqueue_token:
-        headers[ENQUEUE_TOKEN_HEADER] = attempt.enqueue_token  # keep the queue slot for the next try
+    if attempt.enqueue_token:  # keep the queue slot for the next try
+        headers[ENQUEUE_TOKEN_HEADER] = attempt.enqueue_token
+        headers[ENQUEUE_DIGEST_HEADER] = attempt.queued_digest
     if attempt.after:
         headers[AFTER_HEADER] = attempt.after  # still the retry of that execution
     signature = task.signature_from_request(

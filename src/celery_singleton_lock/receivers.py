@@ -80,14 +80,12 @@ def on_task_revoked(sender: Any = None, request: Any = None, terminated: bool = 
 
     A terminated execution is released by its request once the pool reports the child gone.
     """
-    from .guard import ENQUEUE_TOKEN_HEADER
     from .request import release_enqueue_lock
     from .task import LockedTask
 
     if terminated or not isinstance(sender, LockedTask) or request is None or not hasattr(request, "get"):
         return
-    release_enqueue_lock(sender, request.get("id"), request.get("args"), request.get("kwargs"),
-                         request.get(ENQUEUE_TOKEN_HEADER), "revoked before start")
+    release_enqueue_lock(sender, request.get("id"), request, "revoked before start")
 
 
 def _release_revoked_in_memory(task_ids: Any) -> None:

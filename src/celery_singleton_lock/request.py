@@ -18,7 +18,7 @@ from billiard.exceptions import Terminated, TimeLimitExceeded, WorkerLostError
 from celery.worker.request import Request
 
 from . import signals
-from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, TOKEN_HEADER
+from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, TOKEN_HEADER, enqueue_digest
 from .runtime import runtime_for
 from .store.client import new_token
 
@@ -30,13 +30,19 @@ logger = logging.getLogger("celery_singleton_lock")
 _CHILD_GONE = (Terminated, TimeLimitExceeded, WorkerLostError, SystemExit, KeyboardInterrupt)
 
 
-def release_enqueue_lock(task: Any, task_id: Any, args: Any, kwargs: Any, token: Any, why: str) -> bool:
-    """Release a message's enqueue lock by the token it carries (no-op without one)."""
+def release_enqueue_lock(task: Any, task_id: Any, fields: Any, why: str) -> bool:
+    """Release the enqueue lock a message names, by the token it carries (no-op without one).
+
+    ``fields`` is the message's request (its headers, ``args`` and ``kwargs``; anything with
+    ``get``). The lock is the one the message's headers name, not one derived again here.
+    """
+    token = fields.get(ENQUEUE_TOKEN_HEADER)
     if not token:
         return False
     try:
         runtime = runtime_for(task.app)
-        digest = task.lock_digest(args or (), kwargs or {})
+        digest = enqueue_digest(fields, lambda: task.lock_digest(fields.get("args") or (),
+                                                                 fields.get("kwargs") or {}))
         key = runtime.layout.enqueue(task.name, digest, task.singleton_lock()[0].scope)
         released = runtime.store.release(key, token)
     except Exception as exc:
@@ -85,8 +91,7 @@ class LockedRequest(Request):
 
     def release_enqueue_lock(self, why: str) -> bool:
         """Release the enqueue lock this message carries, if it is still the queue's."""
-        return release_enqueue_lock(self.task, self.id, self.args, self.kwargs,
-                                    self.request_dict.get(ENQUEUE_TOKEN_HEADER), why)
+        return release_enqueue_lock(self.task, self.id, self.request_dict, why)
 
     def release_for_child(self, why: str) -> bool:
         """Release what the child held under this request's tokens (harmless if it held nothing)."""
@@ -99,7 +104,8 @@ class LockedRequest(Request):
             enqueue_token = self.request_dict.get(ENQUEUE_TOKEN_HEADER)
             if enqueue_token:  # the child may have died before adopting the enqueue lock
                 scope = task.singleton_lock()[0].scope
-                items.append((runtime.layout.enqueue(task.name, digest, scope), enqueue_token))
+                queued = enqueue_digest(self.request_dict, lambda: digest)
+                items.append((runtime.layout.enqueue(task.name, queued, scope), enqueue_token))
             released = any(runtime.store.release_many(items))
         except BACKEND_ERRORS as exc:
             logger.warning("singleton lock: %s[%s]: release after %s failed (%r); the lock expires within "

@@ -136,3 +136,128 @@ def test_large_and_unicode_values_agree():
     args = ("ünïcødé ✓ " * 1000, list(range(10_000)), {"k": decimal.Decimal("1.10"), "u": uuid.UUID(int=7)})
     for serializer in ("json", "pickle"):
         assert KEY(*_worker_sees(args, {}, serializer)) == KEY(args, {})
+
+
+# -- one lock per call: the encoding is injective ----------------------------------------------
+@pytest.mark.parametrize("tagged, lookalike", [
+    (dt.datetime(2020, 1, 1), {"$datetime": "2020-01-01T00:00:00"}),
+    (dt.date(2020, 1, 1), {"$date": "2020-01-01"}),
+    (dt.time(12, 30), {"$time": "12:30:00"}),
+    (decimal.Decimal("2.5"), {"$decimal": "2.5"}),
+    (uuid.UUID(int=1), {"$uuid": "00000000-0000-0000-0000-000000000001"}),
+    (b"hi", {"$bytes": "aGk="}),
+])
+def test_a_tagged_value_never_shares_a_key_with_a_dict_or_a_string(tagged, lookalike):
+    (text,) = lookalike.values()
+    keys = {KEY((tagged,), {}), KEY((lookalike,), {}), KEY((text,), {}), KEY(([tagged],), {}),
+            KEY(([lookalike],), {}), KEY(({"k": tagged},), {}), KEY(({"k": lookalike},), {})}
+    assert len(keys) == 7
+
+
+def test_tagged_values_keep_their_exact_text():
+    assert KEY((decimal.Decimal("2.5"),), {}) != KEY((decimal.Decimal("2.50"),), {})
+    assert KEY((dt.datetime(2020, 1, 1),), {}) != KEY((dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc),), {})
+    assert KEY((dt.datetime(2020, 1, 1),), {}) != KEY((dt.date(2020, 1, 1),), {})
+    assert KEY((b"hi",), {}) == KEY((bytearray(b"hi"),), {}) != KEY(("hi",), {})
+
+
+def test_plain_values_keep_the_keys_they_always_had():
+    # Publishers and workers of different versions of the library agree on every call made of
+    # plain JSON values.
+    job = ArgumentKey("proj.job", lambda a, b=None, c="x": None)
+    assert ArgumentKey("proj.refresh", refresh)((1,), {}) == "8ff45d7d1851e68fd5831e78d9ec63f8"
+    assert ArgumentKey("proj.refresh", refresh)(("acct-1",), {"full": True}) == "b489bd920ebabe0a6bb5144d9a6fb4cc"
+    assert job(({"a": [1, 2.5], "b": {"c": None}, "é": "ü"},), {"b": (1, "2")}) == "a3e1a71019d35371784316a52ee3bd40"
+    assert job(([[["deep"]], {"1": True}],), {}) == "592c75dd798cf64f496a37928136204e"
+
+
+# -- any depth the serializer carries --------------------------------------------------------
+def _nested(depth, leaf=1, container=list):
+    value = leaf
+    for _ in range(depth):
+        value = container([value]) if container is not dict else {"k": value}
+    return value
+
+
+def test_nesting_deeper_than_the_recursion_limit_is_keyed():
+    for depth in (900, 5_000):
+        assert KEY((_nested(depth),), {}) == KEY((_nested(depth, container=tuple),), {})
+        assert KEY((_nested(depth),), {}) != KEY((_nested(depth + 1),), {})
+        assert KEY((_nested(depth, container=dict),), {}) != KEY((_nested(depth, leaf=2, container=dict),), {})
+        assert KEY((_nested(depth, leaf=dt.date(2020, 1, 1)),), {})
+
+
+def test_the_deepest_call_json_carries_is_keyed_by_publisher_and_worker():
+    depth = 100
+    while True:  # the deepest nesting kombu's JSON encodes here
+        try:
+            dumps(_nested(depth * 2), "json")
+        except Exception:
+            break
+        depth *= 2
+    low, high = depth, depth * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            dumps(_nested(middle), "json")
+            low = middle
+        except Exception:
+            high = middle
+    args = (_nested(low - 50, leaf={"k": [dt.datetime(2020, 1, 1)]}),)
+    assert KEY(*_worker_sees(args, {}, "json")) == KEY.for_message(args, {}, _json_round_trip)
+
+
+def test_a_container_that_holds_itself_is_refused_naming_the_parameter():
+    loop = [1]
+    loop.append({"again": loop})
+    with pytest.raises(UnencodableArgumentError) as info:
+        KEY((loop,), {})
+    assert info.value.parameter == "a" and "circular" in str(info.value)
+    shared = [1, 2]
+    assert KEY(([shared, shared],), {}) == KEY(([[1, 2], [1, 2]],), {})  # shared, not circular
+
+
+# -- the publisher keys a call as the worker will receive it --------------------------------
+def _json_round_trip(args, kwargs):
+    return _worker_sees(tuple(args), dict(kwargs), "json")
+
+
+def test_a_dict_json_delivers_as_a_tagged_value_is_keyed_as_that_value():
+    tagged = {"__type__": "datetime", "__value__": "2023-01-01T00:00:00"}
+    worker_args, worker_kwargs = _worker_sees((tagged,), {"b": [tagged]}, "json")
+    assert worker_args == [dt.datetime(2023, 1, 1)]  # what the body receives
+
+    published = KEY.for_message((tagged,), {"b": [tagged]}, _json_round_trip)
+    assert published == KEY(worker_args, worker_kwargs)
+    assert published == KEY.for_message((dt.datetime(2023, 1, 1),), {"b": [dt.datetime(2023, 1, 1)]},
+                                        _json_round_trip)
+
+
+def test_scalar_arguments_skip_the_round_trip():
+    def refuse(args, kwargs):
+        raise AssertionError("plain scalars and flat lists are delivered unchanged")
+
+    assert KEY.for_message((1, "x"), {"c": [1.5, None, True]}, refuse) == KEY((1, "x"), {"c": [1.5, None, True]})
+    sync = ArgumentKey("proj.sync", lambda account_id, payload: None, ("account_id",))
+    assert sync.for_message((7,), {"payload": {"big": ["dict"]}}, refuse) == sync((7,), {"payload": None})
+
+
+def test_lone_surrogates_are_keyed_as_the_worker_receives_them():
+    pair = "\ud83d\ude00"  # two lone surrogates: a JSON round trip joins them into one character
+    for args in ((pair,), ([pair, "x"],), ({pair: 1},)):
+        assert KEY(args, {}) == KEY(*_worker_sees(args, {}, "json"))
+    assert KEY((pair,), {}) == KEY(("\U0001f600",), {})
+    assert KEY(("\ud83d",), {}) != KEY(("\ude00",), {})
+
+
+def test_a_call_no_worker_could_decode_is_refused_before_publishing():
+    from types import SimpleNamespace
+
+    from celery_singleton_lock.enqueue import message_digest
+
+    task = SimpleNamespace(name="proj.task")
+    with pytest.raises(UnencodableArgumentError, match="proj.task.*could not decode"):
+        message_digest(task, KEY, ({"__type__": "no-such-type", "__value__": 1},), {}, "json")
+    with pytest.raises(UnencodableArgumentError) as info:  # no form at all: the parameter is named
+        message_digest(task, KEY, (object(),), {}, "json")
+    assert info.value.parameter == "a"
