@@ -16,22 +16,26 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _cell(call: ast.Call) -> Dict[str, str]:
+    args = [ast.literal_eval(a) for a in call.args]
+    cell = dict(zip(["name", "python", "celery", "kombu", "redis", "server"], args))
+    for pin in args[6] if len(args) > 6 else ():
+        name, version = pin.split("==")
+        cell[name] = version
+    return cell
+
+
 def _cells() -> List[Dict[str, str]]:
-    """The support matrix's cells, read from noxfile.py without importing nox."""
-    tree = ast.parse((ROOT / "noxfile.py").read_text())
-    fields = ["name", "python", "celery", "kombu", "redis", "server"]
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CELLS" for t in node.targets):
-            cells = []
-            for call in node.value.elts:  # type: ignore[attr-defined]
-                args = [ast.literal_eval(a) for a in call.args]
-                cell = dict(zip(fields, args))
-                for pin in args[6] if len(args) > 6 else ():
-                    name, version = pin.split("==")
-                    cell[name] = version
-                cells.append(cell)
-            return cells
-    raise AssertionError("noxfile.py has no CELLS")
+    """The support matrix's stacks (its cells and the main stack), read from noxfile.py without nox."""
+    cells = []
+    for node in ast.parse((ROOT / "noxfile.py").read_text()).body:
+        names = {getattr(t, "id", None) for t in getattr(node, "targets", [])}
+        if "CELLS" in names:
+            cells += [_cell(call) for call in node.value.elts]  # type: ignore[attr-defined]
+        elif "MAIN" in names:
+            cells.append(_cell(node.value))  # type: ignore[attr-defined]
+    assert len(cells) > 1, "noxfile.py has no CELLS and MAIN"
+    return cells
 
 
 def _declared() -> Dict[str, Requirement]:
