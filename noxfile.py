@@ -123,6 +123,8 @@ def _install(session: nox.Session, cell: Cell) -> None:
 def _run_tests(session: nox.Session, cell: Cell, paths: List[str]) -> None:
     """pytest on ``paths``, or on what follows ``--`` on nox's command line instead."""
     env: Dict[str, str] = {"CSL_REDIS_SERVER": cell.server}
+    if cell is not MAIN:
+        env["CSL_HYPOTHESIS_PROFILE"] = "dev"  # the thorough search runs on the main stack
     session.run("python", "-m", "pytest", "-p", "no:cacheprovider", *(session.posargs or ["-q", *paths]), env=env)
 
 

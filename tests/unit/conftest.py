@@ -1,5 +1,7 @@
 """Hypothesis profiles: a thorough search in CI (``CI=true``), a quicker one on a workstation.
 
+``CSL_HYPOTHESIS_PROFILE`` names one outright: the support matrix's cells run the quick one, since
+the thorough search depends on no release of Celery or redis-py and runs once, on the main stack.
 Tests that set ``max_examples`` themselves keep their own count.
 """
 
@@ -12,4 +14,5 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("ci", max_examples=2_000, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=200, deadline=None)
-settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev")
+_in_ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+settings.load_profile(os.environ.get("CSL_HYPOTHESIS_PROFILE") or ("ci" if _in_ci else "dev"))
