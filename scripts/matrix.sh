@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The support matrix (noxfile.py): build and check the sdist and the wheel, then run the tests on
 # every stack of the README's table against that wheel. With arguments, they go to nox as they are.
-# Without, the cells run in $MATRIX_LANES lanes at once (default 2: their tests mostly wait on
+# Without, the cells run in $MATRIX_LANES lanes at once (default 3: their tests mostly wait on
 # workers and timers), each lane's output printed as it ends.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ import json, sys
 print(" ".join(s["session"] for s in json.load(sys.stdin) if s["session"].startswith("cell-")))')
 [ -n "$cells" ] || { echo "matrix: nox lists no cells" >&2; exit 1; }
 
-lanes=${MATRIX_LANES:-2}
+lanes=${MATRIX_LANES:-3}
 logs=$(mktemp -d)
 pids=()
 for ((lane = 0; lane < lanes; lane++)); do
