@@ -21,6 +21,7 @@ from . import signals
 from .guard import BACKEND_ERRORS, ENQUEUE_TOKEN_HEADER, TOKEN_HEADER, enqueue_digest
 from .runtime import runtime_for
 from .store.client import new_token
+from .store.errors import error_text
 
 __all__ = ["LockedRequest", "release_enqueue_lock"]
 
@@ -46,8 +47,8 @@ def release_enqueue_lock(task: Any, task_id: Any, fields: Any, why: str) -> bool
         key = runtime.layout.enqueue(task.name, digest, task.singleton_lock()[0].scope)
         released = runtime.store.release(key, token)
     except Exception as exc:
-        logger.warning("singleton lock: %s[%s]: releasing enqueue lock (%s) failed (%r); it expires within "
-                       "lock_queue_ttl", task.name, task_id, why, exc)
+        logger.warning("singleton lock: %s[%s]: releasing enqueue lock (%s) failed (%s); it expires within "
+                       "lock_queue_ttl", task.name, task_id, why, error_text(exc))
         return False
     if released:
         logger.info("singleton lock: %s[%s]: released enqueue lock %s (%s)", task.name, task_id, key, why)
@@ -108,8 +109,8 @@ class LockedRequest(Request):
                 items.append((runtime.layout.enqueue(task.name, queued, scope), enqueue_token))
             released = any(runtime.store.release_many(items))
         except BACKEND_ERRORS as exc:
-            logger.warning("singleton lock: %s[%s]: release after %s failed (%r); the lock expires within "
-                           "its TTL", task.name, self.id, why, exc)
+            logger.warning("singleton lock: %s[%s]: release after %s failed (%s); the lock expires within "
+                           "its TTL", task.name, self.id, why, error_text(exc))
             return False
         except Exception:
             logger.exception("singleton lock: %s[%s]: release after %s failed", task.name, self.id, why)
