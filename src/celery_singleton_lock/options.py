@@ -39,6 +39,9 @@ _OPTIONS: Dict[str, Tuple[str, Any]] = {
     "on_lock_error": ("singleton_lock_on_lock_error", "retry"),
 }
 OPTION_NAMES = tuple(_OPTIONS)
+#: Every ``app.conf`` setting of the library; any other ``singleton_lock_*`` key is a typo.
+SETTING_NAMES = ("singleton_lock_url", "singleton_lock_prefix", "singleton_lock_transport_options",
+                 *(conf_key for conf_key, _ in _OPTIONS.values()))
 #: Task attributes with these prefixes are lock options; any other such name is a typo.
 _OPTION_PREFIXES = ("lock_", "on_lock")
 
@@ -243,8 +246,18 @@ def _lock_url_from_broker(conf: Mapping[str, Any]) -> str:
         "and keep nothing from running twice across hosts)")
 
 
+def _refuse_unknown_settings(conf: Mapping[str, Any]) -> None:
+    """A misspelled ``singleton_lock_*`` setting would leave the default in force without a word."""
+    for name in conf.keys():
+        if isinstance(name, str) and name.startswith("singleton_lock_") and name not in SETTING_NAMES:
+            close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]}?" if close else f"the settings are {', '.join(SETTING_NAMES)}"
+            raise ConfigurationError(f"unknown setting app.conf.{name}: {hint}")
+
+
 def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
+    _refuse_unknown_settings(conf)
     url = conf.get("singleton_lock_url")
     if url is None:
         url = _lock_url_from_broker(conf)

@@ -144,6 +144,20 @@ def test_a_wrong_app_setting_fails_when_a_task_is_defined(setting, value, messag
             pass
 
 
+@pytest.mark.parametrize("setting, closest", [
+    ("singleton_lock_urls", "singleton_lock_url"),
+    ("singleton_lock_tll", "singleton_lock_ttl"),
+    ("singleton_lock_onlocked", "singleton_lock_on_locked"),
+])
+def test_a_misspelled_app_setting_is_refused_when_a_task_is_defined(setting, closest):
+    app = _finalized_app()
+    app.conf[setting] = 5
+    with pytest.raises(ConfigurationError, match=f"app.conf.{setting}: did you mean {closest}"):
+        @app.task(base=LockedTask, shared=False)
+        def job(account_id):
+            pass
+
+
 def test_the_lock_url_follows_the_broker_url_celery_reads_from_the_environment(monkeypatch):
     monkeypatch.setenv("CELERY_BROKER_URL", "redis://from-env:6379/4")  # what `celery -b URL` sets
     app = Celery("env", broker="amqp://guest@h//", set_as_current=False)
