@@ -316,7 +316,7 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
         targets.append(("key derivation < 20 µs for a few scalars", f"{small:.2f} µs", _verdict(small < 20)))
 
     # -- targets, profile ------------------------------------------------------------------------
-    doc.add("## Targets of issue 5 in this run",
+    doc.add("## Targets in this run",
             _table(["target", "measured", "verdict"], targets))
     prof = results.get("profile")
     if prof:

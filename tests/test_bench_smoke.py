@@ -26,7 +26,7 @@ def test_bench_smoke_writes_every_section(tmp_path):
 
     report = (tmp_path / "benchmarks.md").read_text()
     for heading in ("## Micro", "## Publish cost", "## End to end", "## Duplicate storm", "## Heartbeat",
-                    "## Key derivation", "## Targets of issue 5", "## Profile"):
+                    "## Key derivation", "## Targets in this run", "## Profile"):
         assert heading in report
     assert "| ours: LockStore acquire+release |" in report
     assert re.search(r"\| LockedTask running \| \d+ \| 0 \| \d+ \| 0 \|", report), "storm row of our lock"
