@@ -8,15 +8,14 @@ workers (through their environment) and in the publishing test process alike.
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import redis
 
 from tests.integration.helpers import overlaps, records, wait_unlocked
 from tests.support.waits import wait_for
 
-__all__ = ["lock_store_for", "worker_env", "run_storm"]
+__all__ = ["worker_env", "run_storm"]
 
 
 def worker_env(url: str, transport_options: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
@@ -25,27 +24,6 @@ def worker_env(url: str, transport_options: Optional[Mapping[str, Any]] = None) 
     if transport_options:
         env["CSL_LOCK_TRANSPORT_OPTIONS"] = json.dumps(dict(transport_options))
     return env
-
-
-@contextmanager
-def lock_store_for(proj: Any, url: str, transport_options: Optional[Mapping[str, Any]] = None) -> Iterator[None]:
-    """Point the test process's app at this lock store for the block (publishers take enqueue locks)."""
-    conf = proj.app.conf
-    before = conf.singleton_lock_url, conf.get("singleton_lock_transport_options")
-    _drop_runtime(proj.app)
-    conf.singleton_lock_url = url
-    conf.singleton_lock_transport_options = dict(transport_options or {})
-    try:
-        yield
-    finally:
-        _drop_runtime(proj.app)
-        conf.singleton_lock_url, conf.singleton_lock_transport_options = before
-
-
-def _drop_runtime(app: Any) -> None:
-    runtime = app.__dict__.pop("_singleton_lock_runtime", None)
-    if runtime is not None:
-        runtime.close()
 
 
 def run_storm(proj: Any, events: redis.Redis, lock_store: redis.Redis, keys: int = 4, copies: int = 6,

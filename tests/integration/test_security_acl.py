@@ -26,7 +26,8 @@ from celery_singleton_lock.store.admin import clear_lock, scan_locks
 from celery_singleton_lock.store.connect import open_store
 from redis.crc import key_slot
 from tests.integration.helpers import lock_keys, records, wait_unlocked
-from tests.integration.storm import lock_store_for, run_storm, worker_env
+from tests.integration.storm import run_storm, worker_env
+from tests.integration.topo import app_on
 from tests.support.acl import (DOC_PATH, AclServer, DocumentedAcl, Unsupported, acl_denials, documented_acl,
                                require_redis_7)
 from tests.support.topologies import LocalCluster, SentinelGroup
@@ -314,7 +315,7 @@ def test_workers_publishers_and_the_cli_run_under_the_documented_user(acl_server
     url = acl_server.user_url(1)
     env = worker_env(url)
     store = acl_server.admin(1)
-    with lock_store_for(proj, url):
+    with app_on(proj, url):
         worker = start_worker(concurrency=3, env=env)
 
         run_storm(proj, events_redis, store, refused=acl_server.denials)

@@ -17,7 +17,8 @@ import redis
 from celery_singleton_lock.store import Holder, KeyLayout
 from celery_singleton_lock.store.connect import open_store
 from tests.integration.helpers import wait_unlocked
-from tests.integration.storm import lock_store_for, run_storm, worker_env
+from tests.integration.storm import run_storm, worker_env
+from tests.integration.topo import app_on
 from tests.support.certs import make_certificates, openssl_binary
 from tests.support.servers import RedisServer, TlsFiles, redis_server_binary
 
@@ -73,7 +74,7 @@ def test_a_storm_through_rediss_verified_against_the_ca(certificates, tls_server
     url = tls_server.tls_url()  # rediss://127.0.0.1:port/0?ssl_ca_certs=...
     lock_store = redis.Redis.from_url(url, decode_responses=True)
     try:
-        with lock_store_for(proj, url):
+        with app_on(proj, url):
             start_worker(concurrency=3, env=worker_env(url))
 
             run_storm(proj, events_redis, lock_store)
@@ -100,7 +101,7 @@ def test_a_storm_with_client_certificates_required(certificates, mutual_tls_serv
     assert _refusal(url, certificates.client_options())  # trusting the CA is not enough: no certificate
     lock_store = redis.Redis.from_url(url, decode_responses=True, **options)
     try:
-        with lock_store_for(proj, url, options):
+        with app_on(proj, url, options):
             start_worker(concurrency=3, env=worker_env(url, options))
 
             run_storm(proj, events_redis, lock_store)
