@@ -61,19 +61,27 @@ CELLS = [
 MAIN = Cell("main", "3.11", "5.7.0", "5.7.0", "8.1.0", "redis-7")
 
 
-def _interpreter(version: str) -> Optional[str]:
-    """``python3.X`` on PATH when it really runs (a pyenv shim may not), else pyenv's build."""
-    candidates: List[str] = []
-    found = shutil.which(f"python{version}")
-    if found:
-        candidates.append(found)
+def _pyenv_versions() -> Path:
+    """Where pyenv keeps its builds (``pyenv root`` when pyenv runs, else its default)."""
     root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
     if shutil.which("pyenv"):
         try:
             root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             pass
-    candidates += sorted(str(p) for p in Path(root, "versions").glob(f"{version}.*/bin/python{version}"))
+    return Path(root, "versions")
+
+
+PYENV_VERSIONS = _pyenv_versions()
+
+
+def _interpreter(version: str) -> Optional[str]:
+    """``python3.X`` on PATH when it really runs (a pyenv shim may not), else pyenv's build."""
+    candidates: List[str] = []
+    found = shutil.which(f"python{version}")
+    if found:
+        candidates.append(found)
+    candidates += sorted(str(p) for p in PYENV_VERSIONS.glob(f"{version}.*/bin/python{version}"))
     for candidate in candidates:
         if subprocess.run([candidate, "-c", "pass"], capture_output=True).returncode == 0:
             return candidate
