@@ -111,7 +111,7 @@ def _wheel() -> Path:
     wheels = sorted(DIST.glob("celery_singleton_lock-*.whl"))
     if not wheels:
         raise RuntimeError("no wheel in .nox/dist: run `nox -s package` first (`nox -t cells` does)")
-    sources = [ROOT / "pyproject.toml", *(ROOT / "src").rglob("*")]
+    sources = [ROOT / "pyproject.toml", *(ROOT / "celery_singleton_lock").rglob("*")]
     newest = max(path.stat().st_mtime for path in sources if path.is_file())
     if wheels[-1].stat().st_mtime < newest:
         raise RuntimeError("the wheel in .nox/dist is older than the sources: run `nox -s package` again")
@@ -133,6 +133,14 @@ def _run_tests(session: nox.Session, cell: Cell, paths: List[str]) -> None:
     env: Dict[str, str] = {"CSL_REDIS_SERVER": cell.server}
     if cell is not MAIN:
         env["CSL_HYPOTHESIS_PROFILE"] = "dev"  # the thorough search runs on the main stack
+        env["CSL_EXPECT_INSTALLED"] = "1"
+        # The package sits at the repository root, where Python would import it ahead of the
+        # installed wheel: the cell runs a copy of the tests from a directory without it.
+        stage = Path(session.create_tmp()) / "stage"
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.copytree(ROOT / "tests", stage / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(ROOT / "pyproject.toml", stage / "pyproject.toml")
+        session.chdir(str(stage))
     session.run("python", "-m", "pytest", "-p", "no:cacheprovider", *(session.posargs or ["-q", *paths]), env=env)
 
 

@@ -15,6 +15,17 @@ import redis
 from tests.support.servers import RedisServer, reachable
 from tests.support.workers import Beat, Worker
 
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("CSL_EXPECT_INSTALLED"):  # a cell of the support matrix tests the built wheel
+        import celery_singleton_lock
+
+        where = os.path.dirname(celery_singleton_lock.__file__)
+        if "site-packages" not in where.split(os.sep):
+            raise pytest.UsageError(f"celery_singleton_lock was imported from {where}, not the installed wheel")
+
+
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 #: Databases of the shared server that the tests own (flushed one by one, never FLUSHALL).
 BROKER_DB, LOCK_DB, EVENTS_DB = (int(n) for n in os.environ.get("CSL_TEST_DBS", "15,14,13").split(","))
