@@ -160,7 +160,7 @@ def _wait_done(events: "redis.Redis", run: str, expected: int, timeout: float) -
 def _hold_lock(task, args: tuple) -> Tuple[str, str]:
     """Take ``task``'s lock for ``args`` from the bench process, as another execution would."""
     from celery_singleton_lock.runtime import runtime_for
-    from celery_singleton_lock.store.client import Holder, new_token
+    from celery_singleton_lock.store import Holder, new_token
 
     runtime = runtime_for(task.app)
     key = runtime.layout.lock(task.name, task.lock_digest(args, {}))

@@ -2,7 +2,7 @@
 
 Renewal: the locks are taken for real (pipelined), then (a) a :class:`Renewer`
 holds all of them for a few short periods and we count its round trips per
-period, and (b) ``LockStore.renew`` over all of them is timed in interleaved
+period, and (b) ``RedisBackend.renew`` over all of them is timed in interleaved
 rounds, as a ratio to renewing a single lock.
 
 Keys: ``ArgumentKey`` for a few scalars and for a 1 MB argument, next to what
@@ -16,15 +16,15 @@ import timeit
 from typing import Callable, Dict, List, Sequence
 
 from celery_singleton_lock.arguments import ArgumentKey
-from celery_singleton_lock.store import KeyLayout, Lease, LockStore, Renewer, connect
-from celery_singleton_lock.store.client import Holder, new_token
+from celery_singleton_lock.store import KeyLayout, Lease, RedisBackend, Renewer, connect
+from celery_singleton_lock.store import Holder, new_token
 
 from .stats import Series, interleave
 
 __all__ = ["run_heartbeat", "run_keys"]
 
 
-def _take(store: LockStore, layout: KeyLayout, count: int, ttl_ms: int) -> List[tuple]:
+def _take(store: RedisBackend, layout: KeyLayout, count: int, ttl_ms: int) -> List[tuple]:
     holder = Holder(task_id="bench", host="bench", pid=1, since_ms=int(time.time() * 1000), heartbeat_ms=ttl_ms // 3)
     fence = layout.fence("hb")
     items = []
@@ -43,7 +43,7 @@ def _take(store: LockStore, layout: KeyLayout, count: int, ttl_ms: int) -> List[
 
 def run_heartbeat(url: str, sizes: Sequence[int], rounds: int, period: float, periods: int,
                   log: Callable[[str], None] = print) -> dict:
-    store = LockStore(connect(url))
+    store = RedisBackend(connect(url))
     layout = KeyLayout("benchhb")
     ttl_ms = 60_000
     held = {n: _take(store, layout, n, ttl_ms) for n in sizes}

@@ -17,16 +17,15 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import redis
 
-from celery_singleton_lock.store import KeyLayout, LockStore, connect
-from celery_singleton_lock.store.client import Holder, new_token
+from celery_singleton_lock.store import KeyLayout, RedisBackend, connect
+from celery_singleton_lock.store import Holder, new_token
 
 from .stats import Series, interleave
 
-__all__ = ["run_micro", "RAW_FLOOR", "OURS", "OURS_WORKER", "count_sends"]
+__all__ = ["run_micro", "RAW_FLOOR", "OURS", "count_sends"]
 
 RAW_FLOOR = "raw floor: SET NX PX + EVALSHA del"
-OURS = "ours: LockStore acquire+release"
-OURS_WORKER = "ours: worker path (release reply read by the next acquire)"
+OURS = "ours: RedisBackend acquire+release"
 
 _CAD = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
@@ -34,10 +33,6 @@ return 0
 """
 
 Cycle = Callable[[], None]
-
-
-def _ignore(reply: object) -> None:
-    return None
 
 
 @contextmanager
@@ -90,7 +85,7 @@ def _variants(url: str, extra_urls: Sequence[str]) -> Dict[str, Tuple[Cycle, Cal
 
     out[RAW_FLOOR] = (raw, nothing)
 
-    store = LockStore(connect(url))
+    store = RedisBackend(connect(url))
     layout = KeyLayout("bench")
     key, fence = layout.lock("micro", "0" * 32), layout.fence("micro")
     holder = Holder(task_id="bench-task-id", host="bench-host", pid=1, since_ms=int(time.time() * 1000),
@@ -101,16 +96,7 @@ def _variants(url: str, extra_urls: Sequence[str]) -> Dict[str, Tuple[Cycle, Cal
         store.acquire(key, fence, token, 30000, holder)
         store.release(key, token)
 
-    out[OURS] = (ours, nothing)
-
-    def ours_worker() -> None:
-        # What a worker does per task: the acquire waits; the release is sent and its reply
-        # is read by the next acquire (it has arrived by then).
-        token = new_token()
-        store.acquire(key, fence, token, 30000, holder)
-        store.release_nowait(key, token, _ignore)
-
-    out[OURS_WORKER] = (ours_worker, store.close)
+    out[OURS] = (ours, store.close)
 
     def redis_py() -> None:
         lock = plain.lock("bench:redis-py", timeout=30, thread_local=False)

@@ -71,8 +71,8 @@ def _profile(fn: Callable[[], None], count: int, top: int) -> dict:
 
 
 def run_profile(lock_url: str, count: int, top: int = 10, log: Callable[[str], None] = print) -> Dict[str, dict]:
-    from celery_singleton_lock.store import KeyLayout, LockStore, connect
-    from celery_singleton_lock.store.client import Holder, new_token
+    from celery_singleton_lock.store import KeyLayout, RedisBackend, connect
+    from celery_singleton_lock.store import Holder, new_token
 
     from . import app as module
 
@@ -88,7 +88,7 @@ def run_profile(lock_url: str, count: int, top: int = 10, log: Callable[[str], N
     scenarios["run (eager): LockedTask running, acquire+release included"] = lambda: module.locked_running.apply(
         (run, next(counter)))
 
-    store = LockStore(connect(lock_url))
+    store = RedisBackend(connect(lock_url))
     layout = KeyLayout("benchprof")
     key, fence = layout.lock("p", "0" * 32), layout.fence("p")
     holder = Holder(task_id="t", host="h", pid=1, since_ms=int(time.time() * 1000), heartbeat_ms=10000)
@@ -98,13 +98,13 @@ def run_profile(lock_url: str, count: int, top: int = 10, log: Callable[[str], N
         store.acquire(key, fence, token, 30000, holder)
         store.release(key, token)
 
-    scenarios["LockStore acquire+release"] = cycle
+    scenarios["RedisBackend acquire+release"] = cycle
     items = []
     for i in range(10000):
         k, t = layout.lock("p", f"{i:032x}"), new_token()
         store.acquire(k, fence, t, 60000, holder)
         items.append((k, t, 60000))
-    scenarios["LockStore.renew, 10,000 locks"] = lambda: store.renew(items)
+    scenarios["RedisBackend.renew, 10,000 locks"] = lambda: store.renew(items)
 
     out = {}
     for name, fn in scenarios.items():

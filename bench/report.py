@@ -131,9 +131,8 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 "fresh lock on a free key and releases it, as each guarded task does. *Requests* counts "
                 "the request packets written to Redis per cycle (a pipeline is one; pottery's 3 masters "
                 "count 3 each); *round trips* counts the times the client went from writing to waiting "
-                "for a reply (commands written back to back and read afterwards share one). The worker "
-                "path is what a task costs a worker: the acquire waits, the release is sent and its reply "
-                "is read with the next acquire's. The ratio is cycles/s over the raw floor's in the same round: above 1 is "
+                "for a reply (commands written back to back and read afterwards share one). "
+                "The ratio is cycles/s over the raw floor's in the same round: above 1 is "
                 "faster than the floor. *Redis µs/cycle* is the time the servers spent executing the "
                 "cycle's commands (`INFO commandstats`, one pass of the same number of cycles). "
                 "`redis-benchmark` is requests/s of a C client (one request per "
@@ -144,16 +143,8 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
         if _chart(os.path.join(chart_dir, "bench-micro.png"), "Acquire+release throughput vs raw floor (higher is faster)",
                labels, ratios, "cycles/s ÷ raw floor's cycles/s, same round", targets=[(0.95, "target 0.95")]):
             files.append("bench-micro.png")
-        ours = series.ratio("ours: LockStore acquire+release", floor)
+        ours = series.ratio("ours: RedisBackend acquire+release", floor)
         targets.append(("acquire+release ≥ 0.95× raw floor", f"{_fmt(ours.median, 3)}x", _verdict(ours.median >= 0.95)))
-        worker = "ours: worker path (release reply read by the next acquire)"
-        if worker in series.variants:
-            fast = series.ratio(worker, floor)
-            targets.append(("acquire+release, worker path ≥ 0.95× raw floor", f"{_fmt(fast.median, 3)}x",
-                            _verdict(fast.median >= 0.95)))
-        trips = micro.get("trips", {}).get(worker)
-        targets.append(("stretch: < 2 round trips per task in a busy worker",
-                        f"{_fmt(trips, 1)} per cycle (worker path)", _verdict(trips is not None and trips < 2)))
 
     # -- publish -----------------------------------------------------------------------------
     pub = results.get("publish")
@@ -282,7 +273,7 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
         doc.add("## Heartbeat",
                 f"Locks held by one process. *Round trips per period*: a real `Renewer` holding them with a "
                 f"{hb['period']:g} s period, counted over several periods. *Renewal call*: one "
-                f"`LockStore.renew` over all of them, {meta['rounds']['heartbeat']} interleaved rounds; the "
+                f"`RedisBackend.renew` over all of them, {meta['rounds']['heartbeat']} interleaved rounds; the "
                 "ratio is to renewing one lock.",
                 _table(["locks held", "round trips per period", "renewal call ms", "min – max",
                         "× one lock", "ratio min – max", "µs per lock"], rows),

@@ -36,9 +36,7 @@ from celery.bin.base import handle_preload_options
 from .exceptions import ConfigurationError
 from .options import resolve_settings
 from .runtime import LockRuntime, runtime_for
-from .store.admin import LockRecord, clear_lock, find_locks, scan_locks
-from .store.connect import redact
-from .store.errors import error_text, permanent_problem
+from .store import LockRecord, clear_lock, error_text, find_locks, permanent_problem, redact, scan_locks
 
 __all__ = ["locks", "main"]
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Collection, Dict, Iterable, Mapping, Optional,
 from urllib.parse import parse_qsl, urlsplit
 
 from .exceptions import ConfigurationError
-from .store.connect import redact
+from .store import redact
 
 __all__ = ["LockOptions", "AppSettings", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
            "resolve_settings", "broker_url", "OPTION_NAMES", "refuse_unknown_options"]

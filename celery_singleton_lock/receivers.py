@@ -15,8 +15,8 @@ from celery import current_app
 from celery import signals as celery_signals
 
 from .exceptions import ConfigurationError
-from .runtime import check_lock_store, peek_runtime
-from .store.errors import error_text
+from .exits import release_all, release_enqueue_lock
+from .runtime import check_lock_store
 
 __all__ = ["connect_receivers"]
 
@@ -24,21 +24,6 @@ logger = logging.getLogger("celery_singleton_lock")
 
 #: The worker's exit status when its lock store is set up wrong (sysexits' "configuration error").
 EXIT_CONFIG = getattr(os, "EX_CONFIG", 78)
-
-
-def _release_held(app: Any, why: str) -> None:
-    runtime = peek_runtime(app)
-    if runtime is None:
-        return
-    try:
-        count = runtime.renewer.release_all()
-    except Exception as exc:
-        logger.warning("singleton lock: releasing held locks at %s failed (%s); they expire within "
-                       "their TTL", why, error_text(exc))
-        return
-    if count:
-        logger.info("singleton lock: released %d held lock(s) at %s", count, why)
-    runtime.renewer.close(timeout=1.0)
 
 
 def on_worker_setup(sender: Any = None, instance: Any = None, **kwargs: Any) -> None:
@@ -67,12 +52,12 @@ def on_worker_shutdown(sender: Any = None, **kwargs: Any) -> None:
     for request in list(state.active_requests):
         if isinstance(request, LockedRequest):
             request.release_for_child("worker shutdown")
-    _release_held(getattr(sender, "app", None) or current_app, "worker shutdown")
+    release_all(getattr(sender, "app", None) or current_app, "worker shutdown")
 
 
 def on_worker_process_shutdown(sender: Any = None, **kwargs: Any) -> None:
     """A pool process is exiting: whatever it still holds goes now rather than at TTL."""
-    _release_held(current_app, "pool process exit")
+    release_all(current_app, "pool process exit")
 
 
 def on_task_revoked(sender: Any = None, request: Any = None, terminated: bool = False, **kwargs: Any) -> None:
@@ -80,7 +65,6 @@ def on_task_revoked(sender: Any = None, request: Any = None, terminated: bool = 
 
     A terminated execution is released by its request once the pool reports the child gone.
     """
-    from .request import release_enqueue_lock
     from .task import LockedTask
 
     if terminated or not isinstance(sender, LockedTask) or request is None or not hasattr(request, "get"):

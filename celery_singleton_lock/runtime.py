@@ -13,16 +13,12 @@ import socket
 import threading
 from typing import Any, Optional, Tuple, Union
 
-import redis
-
 from . import signals
 from .childwatch import ChildWatch
 from .exceptions import ConfigurationError
 from .options import AppSettings, broker_url, resolve_settings
-from .store import KeyLayout, Lease, LockStore, Renewer
-from .store.connect import open_store, redact
-from .store.errors import error_text, permanent_problem
-from .store.probe import ProbeFailed, probe
+from .store import (STORE_ERRORS, KeyLayout, Lease, LockBackend, ProbeFailed, Renewer, error_text, open_store,
+                    permanent_problem, probe, redact)
 
 __all__ = ["LockRuntime", "runtime_for", "peek_runtime", "check_lock_store"]
 
@@ -40,7 +36,7 @@ class LockRuntime:
         self.settings = settings
         self.layout = KeyLayout(settings.prefix)
         # One Redis, a Redis Cluster, Sentinel's master, or a quorum of masters (a list of URLs).
-        self.store: LockStore = open_store(settings.url, settings.transport_options)
+        self.store: LockBackend = open_store(settings.url, settings.transport_options)
         self.renewer = Renewer(self.store, on_lost=self.report_lost)
         self.hostname = socket.gethostname()
         self._child_watch: Optional[ChildWatch] = None
@@ -100,10 +96,6 @@ def peek_runtime(app: Any) -> Optional[LockRuntime]:
     return app.__dict__.get(_ATTR) if app is not None else None
 
 
-#: What a lock store that cannot be used raises (redis-py's Cluster errors are no RedisError).
-_STORE_ERRORS = (redis.RedisError, OSError, redis.exceptions.RedisClusterException)
-
-
 def check_lock_store(app: Any) -> Optional[str]:
     """Probe the app's lock store once, as a worker starts (see :mod:`.store.probe`).
 
@@ -130,7 +122,7 @@ def check_lock_store(app: Any) -> Optional[str]:
 
     try:
         store = open_store(settings.url, settings.transport_options)
-    except _STORE_ERRORS as exc:  # a Cluster client connects at once
+    except STORE_ERRORS as exc:  # a Cluster client connects at once
         judge(settings.url, exc)
     except (ValueError, TypeError) as exc:
         raise ConfigurationError(f"singleton_lock_url {redact(settings.url)} cannot be used: "
@@ -141,7 +133,7 @@ def check_lock_store(app: Any) -> Optional[str]:
                 try:
                     probe(node, layout)
                 except ProbeFailed as failed:
-                    if not isinstance(failed.error, _STORE_ERRORS):
+                    if not isinstance(failed.error, STORE_ERRORS):
                         raise failed.error
                     judge(url, failed.error, failed.step)
         finally:

@@ -23,11 +23,12 @@ from typing import Any, ClassVar, Iterator, Mapping, Optional, Sequence, Tuple
 
 from celery import Task
 
+from . import headers
 from .arguments import ArgumentKey, LockKeySpec
-from .enqueue import CallOptions, publish_locked
-from .guard import AFTER_HEADER, HANDLE_ATTR, library_headers, run_guarded
 from .handle import ExecutionLock
 from .options import LockOptions, refuse_unknown_options, resolve_options, resolve_settings
+from .publish import CallOptions, publish_locked
+from .run import current_lock, run_guarded
 
 __all__ = ["LockedTask"]
 
@@ -98,17 +99,12 @@ class LockedTask(Task):
     @property
     def lock(self) -> Optional[ExecutionLock]:
         """The lock held by the current execution (``None`` when it holds none)."""
-        return getattr(self.request, HANDLE_ATTR, None)
+        return current_lock(self.request)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.request.called_directly:
             # A plain function call (``task(x)``) is not a task execution: no lock, as in Celery.
             return super().__call__(*args, **kwargs)
-        if _inherits_plain_call(type(self)):
-            # Celery's tracer has pushed this task and its request already; Task.__call__
-            # would only push a copy of that request (7.6 µs a task with a small one), so run the body.
-            return run_guarded(self, args, kwargs, lambda: self.run(*args, **kwargs))
-        # A mixin's __call__ (an app context, say) still wraps the body.
         return run_guarded(self, args, kwargs, lambda: super(LockedTask, self).__call__(*args, **kwargs))
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None,
@@ -123,19 +119,15 @@ class LockedTask(Task):
             own = self.lock if task_id is not None and task_id == self.request.id else None
             if own is not None:
                 # self.retry(): the retry may start while this execution still finishes; it waits for it.
-                options["headers"] = library_headers(options.get("headers"), {AFTER_HEADER: own.token})
+                options["headers"] = headers.library_headers(options.get("headers"), {headers.AFTER: own.token})
             return Task.apply_async(self, args, kwargs, task_id, producer, link, link_error, shadow, **options)
 
-        def publish(publish_id: str, headers: Optional[dict], gate: Any) -> Any:
+        def publish(publish_id: str, ours: Optional[dict]) -> Any:
             inherited = options.get("headers")
-            if inherited or headers:
+            if inherited or ours:
                 # Celery copies a request's headers into self.retry(): ours are set afresh.
-                options["headers"] = library_headers(inherited, headers or {})
-            if gate is None:
-                return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow,
-                                        **options)
-            return gate.through(self.app, producer, lambda gated: Task.apply_async(
-                self, args, kwargs, publish_id, gated, link, link_error, shadow, **options))
+                options["headers"] = headers.library_headers(inherited, ours or {})
+            return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow, **options)
 
         return publish_locked(self, args or (), kwargs or {}, task_id, CallOptions(options, link), publish)
 
@@ -157,15 +149,3 @@ def _own_attributes(cls: type) -> Iterator[Tuple[str, Any]]:
 def _class_names() -> frozenset:
     """What LockedTask and Celery's Task name themselves (``lock``, ``lock_digest``...): no typos."""
     return frozenset(dir(LockedTask))
-
-
-def _inherits_plain_call(cls: type) -> bool:
-    """Whether the ``__call__`` after LockedTask's in ``cls``'s MRO is Celery's own."""
-    cached = cls.__dict__.get("_singleton_lock_plain_call")
-    if cached is None:
-        mro = cls.__mro__
-        after = mro[mro.index(LockedTask) + 1:]
-        following = next((klass.__dict__["__call__"] for klass in after if "__call__" in klass.__dict__), None)
-        cached = following is Task.__call__
-        type.__setattr__(cls, "_singleton_lock_plain_call", cached)
-    return cached

@@ -28,7 +28,7 @@ def test_bench_smoke_writes_every_section(tmp_path):
     for heading in ("## Micro", "## Publish cost", "## End to end", "## Duplicate storm", "## Heartbeat",
                     "## Key derivation", "## Targets in this run", "## Profile"):
         assert heading in report
-    assert "| ours: LockStore acquire+release |" in report
+    assert "| ours: RedisBackend acquire+release |" in report
     assert re.search(r"\| LockedTask running \| \d+ \| 0 \| \d+ \| 0 \|", report), "storm row of our lock"
     assert "storm: 0 overlaps for LockedTask | max 0 | holds" in report
     heartbeat = report.split("## Heartbeat", 1)[1].split("## ", 1)[0]

@@ -1,12 +1,22 @@
-"""The lock protocol against Redis: key layout, Lua scripts, acquire/renew/release, heartbeat.
+"""The lock protocol against Redis, behind one declared seam (:class:`LockBackend`).
 
 Nothing in this package imports Celery, so the protocol can be read, tested and
-benchmarked on its own.
+benchmarked on its own. The Celery layer uses only the names exported here.
 """
 
-from .client import Conflict, Grant, Holder, LockStore
-from .connect import connect, open_store
+from .backend import (NOT_OURS, Completion, Conflict, Grant, Holder, LockBackend, NotOurs, Outcome, ReleaseEvents,
+                      new_token)
+from .admin import ClearResult, LockRecord, clear_lock, find_locks, read_lock, scan_locks
+from .connect import connect, open_store, redact
+from .errors import STORE_ERRORS, error_text, is_permanent, permanent_problem
 from .heartbeat import Lease, Renewer
-from .keys import KeyLayout
+from .keys import DEFAULT_PREFIX, KeyLayout, LockKeys
+from .memory import MemoryBackend
+from .probe import ProbeFailed, probe
+from .redis_backend import RedisBackend
 
-__all__ = ["Conflict", "Grant", "Holder", "KeyLayout", "Lease", "LockStore", "Renewer", "connect", "open_store"]
+__all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
+           "Completion", "new_token", "RedisBackend", "MemoryBackend", "KeyLayout", "LockKeys", "DEFAULT_PREFIX",
+           "Lease", "Renewer", "connect", "open_store", "redact", "STORE_ERRORS", "error_text", "is_permanent",
+           "permanent_problem", "ProbeFailed", "probe", "LockRecord", "ClearResult", "scan_locks", "read_lock",
+           "find_locks", "clear_lock"]

@@ -11,7 +11,7 @@ live holder pushes the key's TTL back to ``ttl`` every ``hb`` milliseconds, so
 ``ttl - PTTL`` is the time since the last renewal, measured by Redis alone.
 
 Clearing goes through the protocol's own compare-and-delete by token
-(:meth:`LockStore.release`), with the token read a moment before: if the lock
+(:meth:`RedisBackend.release`), with the token read a moment before: if the lock
 changed hands in between, nothing is deleted. The release is announced like
 any other, so ``on_locked="wait"`` duplicates wake up.
 """
@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .client import Client, LockStore
+from .redis_backend import Client, RedisBackend
 from .keys import KeyLayout
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
@@ -223,7 +223,7 @@ class ClearResult:
     message: str
 
 
-def clear_lock(store: LockStore, record: LockRecord, *, force: bool = False) -> ClearResult:
+def clear_lock(store: RedisBackend, record: LockRecord, *, force: bool = False) -> ClearResult:
     """Delete ``record``'s lock if it still has the token that was read, refusing a live one unless ``force``."""
     who = f"task {record.task_id or '?'} on {record.host or '?'} pid {record.pid or '?'}"
     if record.live and not force:

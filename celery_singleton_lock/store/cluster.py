@@ -21,13 +21,13 @@ from typing import Any, Dict, List, Sequence, Tuple
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from .client import LockStore
+from .redis_backend import RedisBackend
 
-__all__ = ["ClusterStore"]
+__all__ = ["ClusterBackend"]
 
 
-class ClusterStore(LockStore):
-    """A :class:`LockStore` over a ``redis.cluster.RedisCluster`` client."""
+class ClusterBackend(RedisBackend):
+    """A :class:`RedisBackend` over a ``redis.cluster.RedisCluster`` client."""
 
     client: RedisCluster
 

@@ -34,6 +34,8 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
 
+from .backend import LockBackend
+
 __all__ = ["connect", "open_store", "DEFAULT_CLIENT_OPTIONS", "LOCK_OPTIONS", "url_kind", "redact"]
 
 #: Applied unless the caller's options say otherwise.
@@ -166,29 +168,29 @@ def _sentinel_client(url: str, kwargs: Dict[str, Any], ours: Mapping[str, Any]) 
     return manager.master_for(master_name, redis_class=redis.Redis, **master_kwargs)
 
 
-def open_store(url: Union[str, Sequence[str]], options: Optional[Mapping[str, Any]] = None) -> Any:
+def open_store(url: Union[str, Sequence[str]], options: Optional[Mapping[str, Any]] = None) -> LockBackend:
     """The store a lock URL (or a list of them) names, with the behaviour its topology needs."""
     ours, _ = _split(options)
     if isinstance(url, (list, tuple)):
-        from .quorum import QuorumStore
+        from .quorum import QuorumBackend
 
         clients = [connect(one, options, QUORUM_CLIENT_OPTIONS) for one in url]
-        return QuorumStore(clients, node_timeout=float(ours.get("quorum_node_timeout", 0.25)),
+        return QuorumBackend(clients, node_timeout=float(ours.get("quorum_node_timeout", 0.25)),
                            clock_drift=float(ours.get("quorum_clock_drift", 0.01)))
     assert isinstance(url, str), f"singleton_lock_url: expected a URL or a list of URLs, got {url!r}"
     client = connect(url, options)
     from redis.cluster import RedisCluster
 
     if isinstance(client, RedisCluster):
-        from .cluster import ClusterStore
+        from .cluster import ClusterBackend
 
-        return ClusterStore(client)
+        return ClusterBackend(client)
     replicas = int(ours.get("replica_ack") or 0)
     if replicas > 0:
-        from .replicas import ReplicaAckStore
+        from .replicas import ReplicaAckBackend
 
-        return ReplicaAckStore(client, replicas=replicas,
+        return ReplicaAckBackend(client, replicas=replicas,
                                timeout=float(ours.get("replica_ack_timeout", 1.0)))
-    from .client import LockStore
+    from .redis_backend import RedisBackend
 
-    return LockStore(client)
+    return RedisBackend(client)

@@ -22,7 +22,11 @@ import redis.exceptions as rex
 
 from . import scripts
 
-__all__ = ["error_text", "permanent_problem", "is_permanent", "SCRIPT_COMMANDS"]
+__all__ = ["error_text", "permanent_problem", "is_permanent", "SCRIPT_COMMANDS", "STORE_ERRORS"]
+
+#: What a store raises when it could not answer (as opposed to a bug): redis-py's errors
+#: (its Cluster errors are no RedisError) and the socket's.
+STORE_ERRORS: Tuple[Type[BaseException], ...] = (rex.RedisError, OSError, rex.RedisClusterException)
 
 
 def _classes(*names: str) -> Tuple[Type[BaseException], ...]:

@@ -22,7 +22,7 @@ import time
 import weakref
 from typing import Any, Callable, List, Optional, Set
 
-from .client import LockStore
+from .backend import LockBackend
 from .errors import error_text
 
 __all__ = ["Lease", "Renewer"]
@@ -81,7 +81,7 @@ class Renewer:
     #: How long an idle thread waits for a new lease before exiting.
     idle_linger = 1.0
 
-    def __init__(self, store: LockStore, *, on_lost: Optional[LostCallback] = None,
+    def __init__(self, store: LockBackend, *, on_lost: Optional[LostCallback] = None,
                  clock: Clock = time.monotonic, name: str = "singleton-lock-heartbeat") -> None:
         self._store = store
         self._on_lost = on_lost
@@ -114,17 +114,13 @@ class Renewer:
             elif lease.next_due < self._wake_at:
                 self._cond.notify()
 
-    def drop(self, lease: Lease, *, wake: bool = True) -> None:
-        """Stop renewing ``lease``; call before releasing it in Redis.
-
-        ``wake=False`` spares a busy worker a thread wake-up per task: the thread then
-        notices at its next tick that it holds nothing (and reads owed release replies).
-        """
+    def drop(self, lease: Lease) -> None:
+        """Stop renewing ``lease``; call before releasing it in Redis."""
         with self._cond:
             lease.released = True
             self._leases.discard(lease)
-            if wake and not self._leases:
-                self._cond.notify()
+            if not self._leases:
+                self._cond.notify()  # idle now: start the linger
 
     def release_all(self) -> int:
         """Release every held lease (worker shutdown); returns how many were still ours."""
@@ -156,13 +152,12 @@ class Renewer:
     def _run(self) -> None:
         idle_since: Optional[float] = None
         while True:
-            owed = getattr(self._store, "owes_replies", False)
             with self._cond:
                 if self._closed:
                     self._thread = None
                     return
                 now = self._clock()
-                if not self._leases and not owed:
+                if not self._leases:
                     idle_since = now if idle_since is None else idle_since
                     remaining = self.idle_linger - (now - idle_since)
                     if remaining <= 0:
@@ -171,12 +166,6 @@ class Renewer:
                     self._wake_at = now + remaining
                     self._cond.wait(remaining)
                     continue
-            if owed:  # replies of releases sent without waiting: read them off the task's path
-                try:
-                    self._store.drain()
-                except Exception as exc:
-                    logger.warning("singleton-lock heartbeat: reading release replies failed: %s", error_text(exc))
-                continue
             with self._cond:
                 now = self._clock()
                 if not self._leases:

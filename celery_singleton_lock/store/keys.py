@@ -16,10 +16,26 @@ The lock key doubles as the Pub/Sub channel on which its release is announced.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
-__all__ = ["KeyLayout", "DEFAULT_PREFIX"]
+__all__ = ["KeyLayout", "LockKeys", "DEFAULT_PREFIX"]
 
 DEFAULT_PREFIX = "singleton_lock"
+
+
+@dataclass(frozen=True)
+class LockKeys:
+    """Every key one call's lock touches, derived once per call."""
+
+    #: The run lock: held while an execution runs.
+    lock: str
+    #: Where the call's enqueue lock lives: a key of its own for ``queued`` (one copy queued
+    #: beside one running), the run lock itself for ``queued_or_running`` and ``running``.
+    queued: str
+    #: The task's fencing counter.
+    fence: str
+    #: The task's set of executions that ran to the end (see the module docstring).
+    done: str
 
 
 @dataclass(frozen=True)
@@ -27,6 +43,12 @@ class KeyLayout:
     """Key names under one prefix."""
 
     prefix: str = DEFAULT_PREFIX
+
+    def keys(self, task: str, digest: str, scope: str, queued_digest: Optional[str] = None) -> LockKeys:
+        """The keys of one call; ``queued_digest`` names the enqueue lock when a message names
+        one that differs from ``digest``."""
+        queued = self.enqueue(task, queued_digest or digest, scope)
+        return LockKeys(lock=self.lock(task, digest), queued=queued, fence=self.fence(task), done=self.done(task))
 
     def lock(self, task: str, digest: str) -> str:
         return f"{self.prefix}:{{{task}}}:{digest}"

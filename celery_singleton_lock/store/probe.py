@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any, List
 
-from .client import Holder, LockStore, new_token
+from .backend import Completion, Holder, new_token
+from .redis_backend import RedisBackend
 from .keys import KeyLayout
 
 __all__ = ["probe", "ProbeFailed", "PROBE_TASK"]
@@ -45,7 +45,7 @@ class _Step:
         return self
 
 
-def _subscribe(store: LockStore, channel: str, timeout: float = 5.0) -> None:
+def _subscribe(store: RedisBackend, channel: str, timeout: float = 5.0) -> None:
     """Subscribe as ``on_locked="wait"`` does, and read the answer: a refusal arrives as a reply, not at once."""
     pubsub = store.client.pubsub()
     try:
@@ -58,7 +58,7 @@ def _subscribe(store: LockStore, channel: str, timeout: float = 5.0) -> None:
         pubsub.close()
 
 
-def probe(store: LockStore, layout: KeyLayout, ttl_ms: int = 10_000) -> None:
+def probe(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000) -> None:
     """Run the protocol once on a probe lock; raise :class:`ProbeFailed` for the first error Redis answers.
 
     ``store`` is one Redis (a quorum is probed master by master). The probe lock
@@ -86,13 +86,7 @@ def probe(store: LockStore, layout: KeyLayout, ttl_ms: int = 10_000) -> None:
         step("raise_fence")
         store.raise_fence(fence, 1)
         step("release")
-        replies: List[Any] = []
-        # A finishing task's release goes as EVAL with the script's text, noting its completion.
-        store.release_nowait(key, token, replies.append, (done, holder.task_id, ttl_ms, True))
-        store.drain()
-        for reply in replies:
-            if isinstance(reply, BaseException):
-                raise reply
+        store.release(key, token, Completion(done, holder.task_id, ttl_ms, True))
         step("completed")
         store.completed(done, holder.task_id)
         step("subscribe")

@@ -1,6 +1,6 @@
 """A lock held by a majority of independent Redis masters (Redlock), with ordered fencing tokens.
 
-:class:`QuorumStore` has the interface of :class:`~.client.LockStore` and runs
+:class:`QuorumBackend` has the interface of :class:`~.redis_backend.RedisBackend` and runs
 the same scripts on every master, in parallel, each call bounded by a short
 per-node timeout:
 
@@ -8,7 +8,7 @@ per-node timeout:
   *and* the time left, ``ttl - elapsed - drift`` (``drift`` = ``clock_drift`` x
   TTL + 2 ms), is positive. Otherwise the lock is released on every master
   (also the ones that did not answer in time) and the caller sees a
-  :class:`~.client.Conflict` (someone holds it; the holder is reported as one
+  :class:`~.redis_backend.Conflict` (someone holds it; the holder is reported as one
   master sees it) or :class:`QuorumUnavailable` (fewer than a majority answered:
   the task's ``on_lock_error`` applies). A split vote between racing acquirers is
   retried after a random delay.
@@ -42,14 +42,15 @@ import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 
-from .client import Conflict, Grant, Holder, LockStore, Outcome
+from .backend import NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from .redis_backend import RedisBackend
 from .errors import error_text
 
-__all__ = ["QuorumStore", "QuorumUnavailable"]
+__all__ = ["QuorumBackend", "QuorumUnavailable"]
 
 logger = logging.getLogger("celery_singleton_lock.quorum")
 
@@ -85,8 +86,10 @@ class _Failed:
 Results = Dict[int, Any]  # master index -> its answer, or _Failed; a master missing did not answer in time
 
 
-class QuorumStore:
+class QuorumBackend:
     """The lock protocol on N independent Redis masters, decided by majority."""
+
+    records_completions = False
 
     #: Calls one master may have queued before it is treated as unreachable, whatever its speed.
     max_in_flight = 256
@@ -97,7 +100,7 @@ class QuorumStore:
         if not clients:
             raise ValueError("a quorum needs at least one Redis master")
         # redis-py clients, or stores already built on them (tests, custom wrappers)
-        self.nodes: List[LockStore] = [c if isinstance(c, LockStore) else LockStore(c) for c in clients]
+        self.nodes: List[RedisBackend] = [c if isinstance(c, RedisBackend) else RedisBackend(c) for c in clients]
         self.quorum = len(self.nodes) // 2 + 1
         self.node_timeout = node_timeout
         self.clock_drift = clock_drift
@@ -134,7 +137,7 @@ class QuorumStore:
                 self._busy_since = [None] * len(self.nodes)
             return self._executors
 
-    def _run(self, index: int, call: Callable[[LockStore], Any]) -> Any:
+    def _run(self, index: int, call: Callable[[RedisBackend], Any]) -> Any:
         self._busy_since[index] = time.monotonic()
         try:
             return call(self.nodes[index])
@@ -149,12 +152,12 @@ class QuorumStore:
         return (since is not None and time.monotonic() - since > self.node_timeout) or \
             self._in_flight[index] >= self.max_in_flight
 
-    def _broadcast(self, call: Callable[[LockStore], Any], indices: Optional[Iterable[int]] = None,
+    def _broadcast(self, call: Callable[[RedisBackend], Any], indices: Optional[Iterable[int]] = None,
                    decided: Optional[Callable[[Results], bool]] = None) -> Results:
         """Run ``call`` on each master in parallel; answers within ``node_timeout`` (or until decided)."""
         return self._fan_out(call, indices, decided)[0]
 
-    def _fan_out(self, call: Callable[[LockStore], Any], indices: Optional[Iterable[int]] = None,
+    def _fan_out(self, call: Callable[[RedisBackend], Any], indices: Optional[Iterable[int]] = None,
                  decided: Optional[Callable[[Results], bool]] = None) -> Tuple[Results, Dict[int, Future]]:
         """:meth:`_broadcast`, also returning the calls still running, by master.
 
@@ -213,15 +216,9 @@ class QuorumStore:
                 time.sleep(random.uniform(0, self.split_retry_delay))  # let one racer win next time
         return outcome.conflict
 
-    def acquire_soon(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
-                     state: str = "running") -> Callable[[], Outcome]:
-        """Synchronous here: the outcome exists only once a majority answered."""
-        outcome = self.acquire(key, fence_key, token, ttl_ms, holder, state)
-        return lambda: outcome
-
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
-              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Optional[Outcome]:
-        """Turn an enqueue lock held by quorum into a running lock; ``None`` if it is not ours."""
+              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Union[Grant, Conflict, NotOurs]:
+        """Turn an enqueue lock held by quorum into a running lock."""
         outcome = self._take(key, token, ttl_ms, fence_key, fence_floor,
                              lambda node, floor: node.adopt(queued_key, key, fence_key, queued_token, token,
                                                             ttl_ms, holder, fence_floor=floor),
@@ -229,20 +226,20 @@ class QuorumStore:
         return outcome.conflict if isinstance(outcome, _Split) else outcome
 
     def _take(self, key: str, token: str, ttl_ms: int, fence_key: str, fence_floor: int,
-              call: Callable[[LockStore, int], Optional[Outcome]], adopting: bool = False) -> Any:
+              call: Callable[[RedisBackend, int], Union[Grant, Conflict, NotOurs]], adopting: bool = False) -> Any:
         started = self._clock()
         floor = max(fence_floor, self._fence_hint.get(fence_key, 0) + 1 if fence_key in self._fence_hint else 0)
         n, q = len(self.nodes), self.quorum
 
         def decided(results: Results) -> bool:
             grants = sum(isinstance(r, Grant) for r in results.values())
-            refusals = sum(isinstance(r, Conflict) or r is None for r in results.values())
+            refusals = sum(isinstance(r, (Conflict, NotOurs)) for r in results.values())
             return grants >= q or refusals > n - q
 
         results, running = self._fan_out(lambda node: call(node, floor), decided=decided)
         grants = {i: r.fence for i, r in results.items() if isinstance(r, Grant)}
         conflicts = [r for r in results.values() if isinstance(r, Conflict)]
-        not_ours = sum(1 for r in results.values() if r is None)
+        not_ours = sum(1 for r in results.values() if isinstance(r, NotOurs))
         if grants:
             self._note_fence(fence_key, max(grants.values()))
         if len(grants) >= q:
@@ -262,7 +259,7 @@ class QuorumStore:
             if grants and len(conflicts) < q and not adopting:
                 return _Split(conflict)  # racing acquirers split the vote: retry after a random delay
             return conflict
-        return None  # adopt: the enqueue lock is not ours on a majority
+        return NOT_OURS  # adopt: the enqueue lock is not ours on a majority
 
     def _settle_fence(self, fence_key: str, grants: Dict[int, int]) -> Optional[int]:
         """The fence to hand out, once a majority of the granting masters hold a counter >= it."""
@@ -295,8 +292,11 @@ class QuorumStore:
         return [True if count >= self.quorum else False if count + silent < self.quorum else None
                 for count in confirmations]
 
-    def release(self, key: str, token: str) -> bool:
-        """Compare-and-delete on every master; ``True`` when a majority still held our token."""
+    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
+        """Compare-and-delete on every master; ``True`` when a majority still held our token.
+
+        Completions are not noted (:attr:`records_completions`): the masters' notes could disagree.
+        """
         results = self._broadcast(lambda node: node.release(key, token),
                                   decided=lambda r: sum(1 for v in r.values() if v is True) >= self.quorum)
         [verdict] = self._tally(results, [sum(1 for r in results.values() if r is True)])
@@ -333,8 +333,14 @@ class QuorumStore:
             raise self._unavailable(f"renewal of {len(items)} lock(s)", results)
         return [bool(verdict) for verdict in verdicts]
 
+    def mark_redelivered(self, key: str, task_id: str) -> bool:
+        return False  # nothing to note: see release()
+
+    def completed(self, done_key: str, task_id: str) -> bool:
+        return False
+
     # -- diagnostics and waiting -----------------------------------------------------------------
-    def holder(self, key: str) -> Optional[dict]:
+    def holder(self, key: str) -> Optional[Dict[str, str]]:
         """The lock's fields as the first answering master that has it sees them."""
         results = self._broadcast(lambda node: node.holder(key))
         for index in sorted(results):
@@ -396,7 +402,7 @@ def _column_counts(results: Results, size: int) -> List[int]:
 
 
 @contextmanager
-def _subscribed(node: LockStore, key: str) -> Iterator[Any]:
+def _subscribed(node: RedisBackend, key: str) -> Iterator[Any]:
     pubsub = node.client.pubsub(ignore_subscribe_messages=True)
     try:
         pubsub.subscribe(key)

@@ -2,7 +2,7 @@
 
 Redis replicates asynchronously: a master can take a lock, answer, and die before
 the write reaches its replica; Sentinel then promotes the replica, which never
-saw the lock, and a second holder takes it. :class:`ReplicaAckStore` closes that
+saw the lock, and a second holder takes it. :class:`ReplicaAckBackend` closes that
 window: each acquire is followed, on the same connection and in the same round
 trip, by ``WAIT replicas timeout``. A lock that fewer replicas acknowledged in
 time is released again and the acquire fails with :class:`ReplicaAckError` (a
@@ -23,14 +23,15 @@ restarts empty, can still lose the lock. See ``docs/guarantees.md``.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple, Union
 
 import redis
 from redis.exceptions import NoScriptError
 
-from .client import Grant, Holder, LockStore, Outcome, _floor, _outcome
+from .backend import Conflict, Grant, Holder, NotOurs, Outcome
+from .redis_backend import RedisBackend, floor_arg, holder_args, outcome
 
-__all__ = ["ReplicaAckStore", "ReplicaAckError"]
+__all__ = ["ReplicaAckBackend", "ReplicaAckError"]
 
 logger = logging.getLogger("celery_singleton_lock.replicas")
 
@@ -39,13 +40,13 @@ class ReplicaAckError(redis.exceptions.ConnectionError):
     """The master took the lock but too few replicas acknowledged it in time; it was released."""
 
 
-class ReplicaAckStore(LockStore):
-    """A :class:`LockStore` whose acquires are acknowledged by ``replicas`` replicas (``WAIT``)."""
+class ReplicaAckBackend(RedisBackend):
+    """A :class:`RedisBackend` whose acquires are acknowledged by ``replicas`` replicas (``WAIT``)."""
 
     def __init__(self, client: Any, *, replicas: int = 1, timeout: float = 1.0) -> None:
         super().__init__(client)
         if replicas < 1:
-            raise ValueError("replica_ack must be >= 1 (0 means: do not wait, use LockStore)")
+            raise ValueError("replica_ack must be >= 1 (0 means: do not wait, use RedisBackend)")
         self.replicas = replicas
         self.timeout_ms = max(1, int(timeout * 1000))
 
@@ -66,39 +67,30 @@ class ReplicaAckStore(LockStore):
             return reply, int(acked)
         raise NoScriptError("the lock script could not be loaded")  # pragma: no cover
 
-    def _acknowledged(self, key: str, token: str, outcome: Optional[Outcome], acked: int) -> Optional[Outcome]:
-        if isinstance(outcome, Grant) and acked < self.replicas:
+    def _acknowledged(self, key: str, token: str, result: Union[Grant, Conflict, NotOurs],
+                      acked: int) -> Union[Grant, Conflict, NotOurs]:
+        if isinstance(result, Grant) and acked < self.replicas:
             try:
                 self.release(key, token)
             finally:
                 raise ReplicaAckError(
                     f"lock {key}: taken on the master but acknowledged by {acked} of {self.replicas} "
                     f"replica(s) within {self.timeout_ms} ms; released again (replica_ack)")
-        return outcome
+        return result
 
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running", *, fence_floor: int = 0) -> Outcome:
-        reply, acked = self._then_wait(
-            self._acquire, (key, fence_key),
-            (token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms,
-             state) + _floor(fence_floor))
-        outcome = self._acknowledged(key, token, _outcome(reply), acked)
-        assert outcome is not None
-        return outcome
-
-    def acquire_soon(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
-                     state: str = "running") -> Callable[[], Outcome]:
-        """Synchronous here: the grant counts only once the replicas acknowledged it."""
-        outcome = self.acquire(key, fence_key, token, ttl_ms, holder, state)
-        return lambda: outcome
+        reply, acked = self._then_wait(self._acquire, (key, fence_key),
+                                       (*holder_args(token, ttl_ms, holder), state, *floor_arg(fence_floor)))
+        result = self._acknowledged(key, token, outcome(reply), acked)
+        assert not isinstance(result, NotOurs)
+        return result
 
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
-              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Optional[Outcome]:
-        reply, acked = self._then_wait(
-            self._adopt, (queued_key, key, fence_key),
-            (queued_token, token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms,
-             holder.heartbeat_ms) + _floor(fence_floor))
-        return self._acknowledged(key, token, _outcome(reply), acked)
+              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Union[Grant, Conflict, NotOurs]:
+        reply, acked = self._then_wait(self._adopt, (queued_key, key, fence_key),
+                                       (queued_token, *holder_args(token, ttl_ms, holder), *floor_arg(fence_floor)))
+        return self._acknowledged(key, token, outcome(reply), acked)
 
     def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
         if not items:

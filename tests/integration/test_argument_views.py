@@ -99,7 +99,7 @@ def _take_enqueue_lock(app, task, digest: str) -> str:
     """Take the enqueue lock that ``digest`` names, as a publisher does before publishing; its token."""
     from celery_singleton_lock.runtime import runtime_for
     from celery_singleton_lock.store import Grant, Holder
-    from celery_singleton_lock.store.client import new_token
+    from celery_singleton_lock.store import new_token
 
     runtime = runtime_for(app)
     token = new_token()

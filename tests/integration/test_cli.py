@@ -18,7 +18,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from celery_singleton_lock.store import Holder, KeyLayout, LockStore
+from celery_singleton_lock.store import Holder, KeyLayout, RedisBackend
 from tests.integration.helpers import lock_keys, wait_started, wait_unlocked
 from tests.support.servers import RedisServer, free_port
 from tests.support.waits import wait_for
@@ -98,7 +98,7 @@ def test_clear_refuses_a_live_lock_without_force_and_force_clears_it(holding, lo
 
 def test_clear_task_stale_removes_only_locks_nobody_renews(holding, proj, lock_redis):
     _, result, _ = holding
-    runtime_store = LockStore(lock_redis)
+    runtime_store = RedisBackend(lock_redis)
     layout = KeyLayout("csltest")
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -133,7 +133,7 @@ def test_clear_deletes_nothing_when_the_lock_changed_hands(proj, lock_redis):
     """The token read by the CLI is the one compared at delete: a new holder's lock survives."""
     from celery_singleton_lock.store.admin import clear_lock, read_lock
 
-    store, layout = LockStore(lock_redis), KeyLayout("csltest")
+    store, layout = RedisBackend(lock_redis), KeyLayout("csltest")
     key, fence = layout.lock(QUICK_TTL, "f" * 32), layout.fence(QUICK_TTL)
     now_ms = int(time.time() * 1000)
     store.acquire(key, fence, "old", 30_000, Holder("old-id", "elsewhere", 1, now_ms, 100))
@@ -206,7 +206,7 @@ def test_a_missing_permission_is_one_line_naming_it(test_env, acl_server, denied
     admin.acl_setuser("ops", enabled=True, passwords=["+pw"], keys=["csltest:*"], channels=["csltest:*"],
                       commands=["+@all", denied])
     # A lock for the listing to read.
-    LockStore(admin).acquire("csltest:{t}:0123456789abcdef", "csltest:{t}:fence", "tok", 60_000,
+    RedisBackend(admin).acquire("csltest:{t}:0123456789abcdef", "csltest:{t}:fence", "tok", 60_000,
                              Holder("id", "h", 1, int(time.time() * 1000), 1000))
 
     line = one_line_failure(run_cli(*command, env={"CSL_LOCK_URL": f"redis://ops:pw@127.0.0.1:{server.port}/0"}))

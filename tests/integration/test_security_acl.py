@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import pytest
 import redis
 
-from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout
+from celery_singleton_lock.store import Completion, Conflict, Grant, Holder, KeyLayout
 from celery_singleton_lock.store.admin import clear_lock, scan_locks
 from celery_singleton_lock.store.connect import open_store
 from redis.crc import key_slot
@@ -83,7 +83,7 @@ def exercise_store(store: Any, layout: KeyLayout) -> None:
     # a redelivered copy meets it; the release notes the completion and wakes a waiter
     assert store.mark_redelivered(key, "id-1")
     with store.release_events(key) as events:
-        assert store.release(key, "t1", (done, "id-1", 60_000, False))
+        assert store.release(key, "t1", Completion(done, "id-1", 60_000, False))
         assert events.wait(5)
     assert store.completed(done, "id-1")
     # an enqueue lock adopted by a worker, handed back by self.retry(), released by the main process
@@ -91,12 +91,6 @@ def exercise_store(store: Any, layout: KeyLayout) -> None:
     assert isinstance(store.adopt(queued, other, fence, "q1", "r1", 10_000, _holder("id-3")), Grant)
     assert store.requeue(other, "r1", 10_000)
     assert store.release_many([(other, "r1")]) == [True]
-    # a release whose reply is read later, off the task's path
-    assert isinstance(store.acquire(key, fence, "t3", 10_000, _holder("id-4")), Grant)
-    replies: List[Any] = []
-    store.release_nowait(key, "t3", replies.append)
-    store.drain()
-    assert replies == [True]
     # the operator's view: list, then clear by token
     assert isinstance(store.acquire(key, fence, "t4", 10_000, _holder("id-5")), Grant)
     [record] = scan_locks(store.client, layout)

@@ -7,8 +7,8 @@ import time
 import pytest
 import redis
 
-from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout, Lease, LockStore, Renewer
-from celery_singleton_lock.store.client import new_token
+from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout, Lease, RedisBackend, Renewer
+from celery_singleton_lock.store import new_token
 from tests.support.waits import wait_for
 
 LAYOUT = KeyLayout("t")
@@ -22,7 +22,7 @@ def holder(task_id="id-1"):
 @pytest.fixture
 def store(redis_server):
     client = redis.Redis.from_url(redis_server.url)
-    yield LockStore(client)
+    yield RedisBackend(client)
     client.close()
 
 
@@ -40,7 +40,7 @@ def test_the_installed_redis_py_hands_the_store_its_connections(redis_server, po
     # way (before 6 a command name is required); both pool kinds a URL or a user may choose work.
     client = redis.Redis(connection_pool=pool_class.from_url(redis_server.url))
     try:
-        store = LockStore(client)
+        store = RedisBackend(client)
         key = LAYOUT.lock("job", "pool")
         assert isinstance(store.acquire(key, FENCE, "a", 5000, holder()), Grant)
         assert store.release(key, "a")
@@ -153,7 +153,7 @@ def test_a_vanished_lock_is_marked_lost_and_the_thread_stops_when_idle(store):
 
 def test_redis_down_is_retried_and_lost_only_after_the_ttl(redis_server):
     client = redis.Redis.from_url(redis_server.url, socket_timeout=0.2, socket_connect_timeout=0.2)
-    store = LockStore(client)
+    store = RedisBackend(client)
     key = LAYOUT.lock("job", "outage")
     store.acquire(key, FENCE, "tok", 1500, holder())
     renewer = Renewer(store)
@@ -170,31 +170,6 @@ def test_redis_down_is_retried_and_lost_only_after_the_ttl(redis_server):
         redis_server.resume()
         renewer.close()
         client.close()
-
-
-def test_release_nowait_is_applied_at_once_and_reported_later(store):
-    key = LAYOUT.lock("job", "lane")
-    store.acquire(key, FENCE, "tok", 5000, holder())
-    replies = []
-
-    store.release_nowait(key, "tok", replies.append)
-    wait_for(lambda: store.client.exists(key) == 0, 1, interval=0.001, what="the release to be applied")
-    assert replies == [] and store.owes_replies  # applied by Redis; the reply is not read yet
-
-    store.release_nowait(key, "tok", replies.append)  # a second release: token gone
-    store.client.script_flush()  # a flush cannot turn a sent release into NOSCRIPT
-    store.drain()
-    assert replies == [True, False] and not store.owes_replies
-
-
-def test_the_next_acquire_reads_owed_replies_first(store):
-    key = LAYOUT.lock("job", "lane2")
-    store.acquire(key, FENCE, "a", 5000, holder())
-    replies = []
-    store.release_nowait(key, "a", replies.append)
-
-    assert isinstance(store.acquire(key, FENCE, "b", 5000, holder()), Grant)
-    assert replies == [True]
 
 
 def test_asking_again_with_the_same_token_is_a_grant_not_a_conflict_with_ourselves(store):
@@ -215,34 +190,18 @@ def test_asking_again_with_the_same_token_is_a_grant_not_a_conflict_with_ourselv
     assert store.adopt(queued + "x", queued + "x", FENCE, "q2", "run", 5000, holder()) == adopted
 
 
-def test_a_lane_broken_under_a_release_and_an_acquire_recovers_both(store):
-    # Redis dropped the idle lane connection (a restart, a client timeout): the release written to it
-    # is lost with it, so it is sent again; the acquire is asked again on the client's own path.
+def test_connections_redis_dropped_are_replaced_under_a_release_and_an_acquire(store):
+    # Redis dropped the idle connections (a restart, a client timeout): the next calls reconnect.
     key, other = LAYOUT.lock("job", "broken"), LAYOUT.lock("job", "broken2")
     store.acquire(key, FENCE, "a", 5000, holder())
     store.client.client_kill_filter(_type="normal", skipme=True)
-    replies = []
 
-    store.release_nowait(key, "a", replies.append)
+    assert store.release(key, "a") is True
     assert isinstance(store.acquire(other, FENCE, "b", 5000, holder()), Grant)
-
-    store.drain()
-    assert replies == [True] and store.holder(key) is None and not store.owes_replies
-    assert store.release(other, "b")
+    assert store.holder(key) is None and store.release(other, "b")
 
 
-def test_a_release_report_may_use_the_store_itself(store):
-    # Reports run after the lane is let go: a receiver that takes another lock does not deadlock.
-    key, other = LAYOUT.lock("job", "cb1"), LAYOUT.lock("job", "cb2")
-    store.acquire(key, FENCE, "a", 5000, holder())
-    seen = []
-    store.release_nowait(key, "a", lambda reply: seen.append((reply, store.acquire(other, FENCE, "o", 5000,
-                                                                                   holder()))))
-    store.drain()
-    assert seen and seen[0][0] is True and isinstance(seen[0][1], Grant)
-
-
-def test_threads_share_the_lane_and_each_gets_its_own_answer(store):
+def test_threads_share_the_store_and_each_gets_its_own_answer(store):
     import threading
 
     results, errors = {}, []
@@ -255,7 +214,7 @@ def test_threads_share_the_lane_and_each_gets_its_own_answer(store):
                 outcome = store.acquire(key, FENCE, token, 5000, holder(token))
                 assert isinstance(outcome, Grant)
                 assert isinstance(store.acquire(key, FENCE, "x", 5000, holder("x")), Conflict)
-                store.release_nowait(key, token, lambda reply, k=key: results.__setitem__(k, reply))
+                results[key] = store.release(key, token)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -264,25 +223,13 @@ def test_threads_share_the_lane_and_each_gets_its_own_answer(store):
         thread.start()
     for thread in threads:
         thread.join(30)
-    store.drain()
     assert not errors and len(results) == 800 and all(r is True for r in results.values())
-
-
-def test_acquire_soon_answers_when_asked_and_sees_a_duplicate(store):
-    key = LAYOUT.lock("job", "soon")
-    # A fresh server: load the script first (an answer that is NOSCRIPT is asked again when read).
-    assert isinstance(store.acquire(LAYOUT.lock("job", "soon0"), FENCE, "z", 5000, holder()), Grant)
-    answer = store.acquire_soon(key, FENCE, "a", 5000, holder(), state="queued")
-    duplicate = store.acquire_soon(key, FENCE, "b", 5000, holder("b"), state="queued")
-    assert isinstance(duplicate(), Conflict)  # read in order: the first answer is filled on the way
-    assert isinstance(answer(), Grant)
-    assert store.holder(key)["state"] == "queued"
 
 
 def test_an_exception_raised_into_a_blocked_read_keeps_later_replies_in_step(redis_server):
     # Billiard raises a soft time limit from a signal handler, wherever the child is: here in the
-    # middle of waiting for owed replies. Those replies are lost with the connection; the next
-    # command must get its own reply, never one meant for an earlier caller.
+    # middle of waiting for a reply. That reply is lost with the connection; the next command
+    # must get its own reply, never one meant for an earlier caller.
     import signal
 
     class Interrupted(Exception):
@@ -292,15 +239,13 @@ def test_an_exception_raised_into_a_blocked_read_keeps_later_replies_in_step(red
         raise Interrupted()
 
     client = redis.Redis.from_url(redis_server.url, socket_timeout=0.5, socket_connect_timeout=0.5)
-    store = LockStore(client)
+    store = RedisBackend(client)
     first, second, third = (LAYOUT.lock("job", f"step-{i}") for i in range(3))
     store.acquire(first, FENCE, "a", 5000, holder())
     store.acquire(second, FENCE, "b", 5000, holder("b"))
-    replies = []
     previous = signal.signal(signal.SIGALRM, interrupt)
     redis_server.pause()
     try:
-        store.release_nowait(first, "a", replies.append)  # its reply cannot come while paused
         signal.setitimer(signal.ITIMER_REAL, 0.2)
         with pytest.raises(Interrupted):
             store.acquire(second, FENCE, "c", 5000, holder("c"))
@@ -309,10 +254,9 @@ def test_an_exception_raised_into_a_blocked_read_keeps_later_replies_in_step(red
         signal.signal(signal.SIGALRM, previous)
         redis_server.resume()
     try:
-        assert len(replies) == 1  # reported (the release was sent again, or its failure logged)
         assert isinstance(store.acquire(third, FENCE, "d", 5000, holder("d")), Grant)
         conflict = store.acquire(second, FENCE, "e", 5000, holder("e"))
         assert isinstance(conflict, Conflict) and conflict.task_id == "b"
-        wait_for(lambda: store.holder(first) is None, 2, what="the first lock to be released")
+        assert store.release(first, "a") and store.holder(first) is None
     finally:
         store.close()

@@ -13,8 +13,8 @@ import pytest
 from redis.cluster import RedisCluster
 
 from celery_singleton_lock.store import KeyLayout, Lease, Renewer
-from celery_singleton_lock.store.client import Grant, new_token
-from celery_singleton_lock.store.cluster import ClusterStore
+from celery_singleton_lock.store import Grant, new_token
+from celery_singleton_lock.store.cluster import ClusterBackend
 from celery_singleton_lock.store.connect import open_store
 from tests.integration.topo import HOLDER, app_on, storm, strictly_increasing, successive_fences, worker_env, workers
 from tests.support.topologies import LocalCluster
@@ -38,7 +38,7 @@ def store(cluster):
 
 
 def test_cluster_url_opens_a_cluster_store(store):
-    assert isinstance(store, ClusterStore) and isinstance(store.client, RedisCluster)
+    assert isinstance(store, ClusterBackend) and isinstance(store.client, RedisCluster)
 
 
 def test_keys_of_one_lock_share_a_slot(store):

@@ -16,9 +16,9 @@ import time
 import pytest
 import redis
 
-from celery_singleton_lock.store.client import Grant, new_token
+from celery_singleton_lock.store import Grant, new_token
 from celery_singleton_lock.store.connect import open_store
-from celery_singleton_lock.store.replicas import ReplicaAckError, ReplicaAckStore
+from celery_singleton_lock.store.replicas import ReplicaAckError, ReplicaAckBackend
 from tests.integration.topo import HOLDER, app_on, storm, strictly_increasing, successive_fences, worker_env, workers
 from tests.support.topologies import SentinelGroup
 from tests.support.waits import wait_for
@@ -74,7 +74,7 @@ def test_lock_through_sentinel_and_on_the_new_master_after_failover(group, test_
 @pytest.mark.parametrize("ack", [True, False], ids=["replica_ack", "no_ack"])
 def test_failover_race(group, ack):
     first = open_store(group.url, _options(group, ack))
-    assert isinstance(first, ReplicaAckStore) is ack
+    assert isinstance(first, ReplicaAckBackend) is ack
     assert _granted(first, "warm-up", "w")  # connections made, replica in sync
     replica_pid = group.replica.process.pid
     os.kill(replica_pid, signal.SIGSTOP)  # the replica stalls...

@@ -6,7 +6,7 @@ import pytest
 
 from celery_singleton_lock.exceptions import ConfigurationError
 from celery_singleton_lock.options import resolve_settings
-from celery_singleton_lock.store.client import LockStore
+from celery_singleton_lock.store import RedisBackend
 from celery_singleton_lock.store.connect import open_store
 from tests.integration.topo import strictly_increasing, successive_fences
 
@@ -14,7 +14,7 @@ from tests.integration.topo import strictly_increasing, successive_fences
 def test_fences_strictly_increase_across_1000_holders(redis_server):
     store = open_store(redis_server.url, {})
     try:
-        assert type(store) is LockStore
+        assert type(store) is RedisBackend
         assert strictly_increasing(successive_fences(store, "s:{t}:k", "s:{t}:fence", 1000))
     finally:
         store.close()

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 import redis
 
 from celery_singleton_lock.store import Holder
-from celery_singleton_lock.store.client import Grant, new_token
+from celery_singleton_lock.store import Grant, new_token
 from tests.integration.helpers import overlaps, records
 from tests.support.workers import Worker
 

@@ -253,7 +253,7 @@ def test_lone_surrogates_are_keyed_as_the_worker_receives_them():
 def test_a_call_no_worker_could_decode_is_refused_before_publishing():
     from types import SimpleNamespace
 
-    from celery_singleton_lock.enqueue import message_digest
+    from celery_singleton_lock.publish import message_digest
 
     task = SimpleNamespace(name="proj.task")
     with pytest.raises(UnencodableArgumentError, match="proj.task.*could not decode"):

@@ -14,13 +14,13 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from celery_singleton_lock.store.client import Conflict, Grant, Holder, LockStore, new_token
-from celery_singleton_lock.store.quorum import QuorumStore, QuorumUnavailable
+from celery_singleton_lock.store import Conflict, Grant, Holder, RedisBackend, new_token
+from celery_singleton_lock.store.quorum import QuorumBackend, QuorumUnavailable
 
 HOLDER = Holder(task_id="me", host="h", pid=1, since_ms=0, heartbeat_ms=1000)
 
 
-class MemoryMaster(LockStore):
+class MemoryMaster(RedisBackend):
     """A master's lock protocol in memory (no expiry: tests release explicitly)."""
 
     def __init__(self, counter: int = 0) -> None:  # no redis client
@@ -71,8 +71,8 @@ class MemoryMaster(LockStore):
         pass
 
 
-def quorum(masters: Sequence[MemoryMaster]) -> QuorumStore:
-    return QuorumStore(list(masters), node_timeout=2.0, split_retry_delay=0.001)
+def quorum(masters: Sequence[MemoryMaster]) -> QuorumBackend:
+    return QuorumBackend(list(masters), node_timeout=2.0, split_retry_delay=0.001)
 
 
 def test_a_majority_grants_and_a_minority_does_not():

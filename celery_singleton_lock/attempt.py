@@ -1,0 +1,162 @@
+"""One execution's attempt at its lock: what it asks the store, built once per execution.
+
+An :class:`Attempt` knows the call's keys (derived once), its token, the enqueue
+lock its message carries (if any), and who it is; it asks the store and reports
+what it met. What to *do* about a holder is the duplicate policy's business
+(:mod:`.policy`); what happens when the execution ends is :mod:`.exits`'.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple, Union
+
+from . import headers, signals
+from .runtime import LockRuntime, runtime_for
+from .store import STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, error_text, new_token
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .options import LockOptions
+
+__all__ = ["Attempt"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+
+class Attempt:
+    """What one execution needs to take its lock."""
+
+    __slots__ = ("task", "request", "options", "runtime", "keys", "queued_digest", "token", "enqueue_token",
+                 "after", "holder")
+
+    def __init__(self, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        options, argument_key = task.singleton_lock()
+        runtime = runtime_for(task.app)
+        request = task.request
+        digest = argument_key(args, kwargs)
+        self.task = task
+        self.request = request
+        self.options: "LockOptions" = options
+        self.runtime: LockRuntime = runtime
+        self.token: str = request.get(headers.TOKEN) or new_token()
+        #: The enqueue lock handed over by the publisher, while it may still be ours to adopt;
+        #: ``None`` when the message came without one (send_task by name, eager mode) or once
+        #: it was adopted, freed, or found gone (see :meth:`drop_queue_slot`).
+        self.enqueue_token: Optional[str] = request.get(headers.ENQUEUE_TOKEN) if options.at_enqueue else None
+        # The enqueue lock is the one the message names (the publisher derived it from what this
+        # worker receives, so the two agree; if they did not, the named one is still adopted).
+        self.queued_digest = headers.enqueue_digest(request, lambda: digest) if self.enqueue_token else digest
+        self.keys = runtime.layout.keys(task.name, digest, options.scope if options.at_enqueue else "running",
+                                        self.queued_digest)
+        #: The token of the execution whose self.retry() published this message, if one did.
+        self.after: Optional[str] = request.get(headers.AFTER)
+        self.holder = Holder(task_id=request.id or "", host=runtime.hostname, pid=os.getpid(),
+                             since_ms=int(time.time() * 1000), heartbeat_ms=int(options.heartbeat * 1000))
+
+    @property
+    def key(self) -> str:
+        """The run lock's key."""
+        return self.keys.lock
+
+    # -- asking the store ------------------------------------------------------------------------
+    def acquire(self) -> Tuple[Union[Grant, Conflict], float]:
+        """Adopt the enqueue lock this message carries, else take the run lock directly.
+
+        Returns the outcome and the monotonic time before the ask (the lease counts from it).
+        """
+        started = time.monotonic()
+        store, keys, ttl_ms = self.runtime.store, self.keys, int(self.options.ttl * 1000)
+        if self.enqueue_token:
+            outcome = store.adopt(keys.queued, keys.lock, keys.fence, self.enqueue_token, self.token, ttl_ms,
+                                  self.holder)
+            if isinstance(outcome, NotOurs):
+                self.drop_queue_slot()  # expired or released while queued: guard at run time
+            else:
+                if isinstance(outcome, Grant) or (keys.queued == keys.lock and not outcome.same_token):
+                    # Adopted, or (one key) taken over by someone else; a holder still running
+                    # under our enqueue token is the self.retry() that will hand it to us.
+                    self.drop_queue_slot()
+                return outcome, started
+        return store.acquire(keys.lock, keys.fence, self.token, ttl_ms, self.holder), started
+
+    def holder_token(self) -> Optional[str]:
+        """The token the run lock is held under now (``None`` when free); raises store errors."""
+        info = self.runtime.store.holder(self.keys.lock)
+        return None if info is None else info.get("token")
+
+    def follows(self, conflict: Conflict) -> bool:
+        """Whether the lock is held (or was, a moment ago) by the execution that re-queued this message."""
+        if not self.after or conflict.task_id != self.request.id:
+            return False
+        try:
+            token = self.holder_token()
+        except STORE_ERRORS:
+            return False
+        return token is None or token == self.after
+
+    @property
+    def holds_queue_slot(self) -> bool:
+        """Whether this is the copy that ``queued`` lets wait behind a running one."""
+        return bool(self.enqueue_token) and self.keys.queued != self.keys.lock
+
+    def drop_queue_slot(self) -> None:
+        """Forget the enqueue lock: adopted, found gone, or freed (see :meth:`give_up_queue_slot`)."""
+        self.enqueue_token = None
+
+    def give_up_queue_slot(self) -> None:
+        """A ``queued`` copy that will not run frees its place in the queue."""
+        if self.enqueue_token:
+            try:
+                self.runtime.store.release(self.keys.queued, self.enqueue_token)
+            except STORE_ERRORS as exc:
+                logger.warning("singleton lock: freeing queue slot %s failed (%s); it expires within "
+                               "lock_queue_ttl", self.keys.queued, error_text(exc))
+            self.drop_queue_slot()
+
+    # -- completions (acks_late redeliveries) ----------------------------------------------------
+    @property
+    def notes_completions(self) -> bool:
+        """Whether releases note that this task ran to the end: only ``acks_late`` messages are
+        handed out again while their first delivery runs (and not every store can note it)."""
+        return bool(self.task.acks_late) and self.runtime.store.records_completions
+
+    def already_ran(self) -> bool:
+        """Whether an earlier delivery of this message ran to the end (noted at its release)."""
+        if not self.notes_completions:
+            return False
+        try:
+            return self.runtime.store.completed(self.keys.done, self.request.id)
+        except STORE_ERRORS:
+            return False  # the lock still keeps two copies from running at once
+
+    def completion(self, held_for: float) -> Optional[Completion]:
+        """What the release notes for later redeliveries of this message, if one may come.
+
+        The release notes the task id when a redelivered copy met the lock, when this delivery
+        is itself a redelivery, or when it ran long enough for the broker's visibility timeout to
+        hand the message out again (``lock_queue_ttl`` is how long it is remembered).
+        """
+        if not self.notes_completions:
+            return None
+        visibility = self.runtime.visibility_timeout
+        always = headers.redelivered(self.request) or (visibility is not None and held_for >= visibility / 2)
+        return Completion(self.keys.done, self.request.id or "", int(self.options.queue_ttl * 1000), bool(always))
+
+    # -- saying what it met ----------------------------------------------------------------------
+    def waits_turn(self, conflict: Conflict, behind: str) -> None:
+        """Say that this copy runs after the holder: it is no duplicate (no ``lock_conflict``)."""
+        logger.info("singleton lock: %s[%s] waits its turn behind %s: key %s held by %s on %s pid %s",
+                    self.task.name, self.request.id, behind, self.keys.lock, conflict.task_id or "?",
+                    conflict.host or "?", conflict.pid if conflict.pid is not None else "?")
+
+    def conflict(self, holder: Optional[Conflict], action: str) -> None:
+        """Log the duplicate and send ``lock_conflict`` (``holder`` ``None``: its first delivery ran)."""
+        task_id = holder.task_id if holder is not None else self.request.id
+        logger.info("singleton lock: %s[%s] is a duplicate (%s): key %s held by %s on %s pid %s",
+                    self.task.name, self.request.id, action, self.keys.lock, task_id or "?",
+                    (holder.host if holder else "") or "?",
+                    holder.pid if holder is not None and holder.pid is not None else "?")
+        signals.lock_conflict.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
+                                   holder=task_id, action=action, at="run")

@@ -1,0 +1,73 @@
+"""What the duplicate policy decides for one execution that found its lock held.
+
+Policies return one of these values; :mod:`.run` turns it into the task's
+outcome (and :mod:`.publish` turns :data:`EnqueueDecision` into what
+``apply_async`` does). Nothing in between raises to steer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .store import Conflict, Grant
+
+__all__ = ["Run", "Skip", "Requeue", "Fail", "Ignored", "Decision", "SkipAtEnqueue", "PublishUnlocked",
+           "Refuse", "EnqueueDecision"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """The lock is ours after all: run the body (``started``: when the winning ask was sent)."""
+
+    grant: Grant
+    started: float
+
+
+@dataclass(frozen=True)
+class Skip:
+    """End in SUCCESS with result ``None`` without running the body."""
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """Publish the message again for later; ``counted`` against ``lock_retry_max`` unless the
+    copy only waits its turn. ``conflict`` is the holder it met."""
+
+    conflict: Conflict
+    counted: bool = True
+
+
+@dataclass(frozen=True)
+class Fail:
+    """End in FAILURE with ``error``."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """Store nothing: another delivery of this very message ran, or runs, the body."""
+
+
+Decision = Union[Run, Skip, Requeue, Fail, Ignored]
+
+
+@dataclass(frozen=True)
+class SkipAtEnqueue:
+    """Publish nothing; the caller gets the holder's result."""
+
+
+@dataclass(frozen=True)
+class PublishUnlocked:
+    """Publish without an enqueue lock: the worker re-queues the call until the lock is free."""
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Raise ``error`` to the caller; nothing is published."""
+
+    error: BaseException
+
+
+EnqueueDecision = Union[SkipAtEnqueue, PublishUnlocked, Refuse]

@@ -1,0 +1,152 @@
+"""Every way an execution (or a message) lets go of its lock, and the one function for each.
+
+========================================  ======================  ==========================================
+how it ends                               noticed by              released by
+========================================  ======================  ==========================================
+success, failure, exception, soft time    the pool child, as the  :func:`release_after_run` (compare-and-
+limit, ``self.retry()`` (not handed on),  body returns or raises  delete by token, noting a completion for
+``Ignore``/``Reject`` from the body                               ``acks_late`` redeliveries)
+``self.retry()`` under                    the pool child, as the  :func:`hand_over` (the lock goes back to
+``queued_or_running``                     body ends               the queue for the retry to adopt)
+asked for the lock but interrupted        the pool child          :func:`abandon` (by token: a no-op if the
+(a soft time limit mid-acquire)                                   ask had not taken it)
+a duplicate that will not run             the pool child          :meth:`.Attempt.give_up_queue_slot`
+(frees its ``queued`` slot)
+revoke with ``terminate=True``, hard      the worker's main       :func:`release_for_child` (run lock and
+time limit, pool child killed or lost     process (the request)   enqueue lock, by the request's tokens)
+revoked before it started (queued or      the worker's main       :func:`release_enqueue_lock`
+waiting for its ETA in the worker)        process (signal/hook)
+worker shutdown, pool process exit        the process itself      :func:`release_all` (everything it holds)
+paused past ``lock_ttl``                  the heartbeat           nothing to release: ``lock_lost`` is sent
+========================================  ======================  ==========================================
+
+Each function logs and carries on when the store does not answer: the TTL frees the lock later.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from . import headers, signals
+from .runtime import LockRuntime, peek_runtime, runtime_for
+from .store import STORE_ERRORS, Completion, Lease, error_text
+
+__all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "release_enqueue_lock", "release_all"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+
+def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str],
+                      completion: Optional[Completion] = None) -> bool:
+    """Stop renewing, compare-and-delete by token, and report what Redis answered."""
+    runtime.renewer.drop(lease)
+    try:
+        released = runtime.store.release(lease.key, lease.token, completion)
+    except STORE_ERRORS as exc:
+        logger.warning("singleton lock: releasing %s failed (%s); it expires within its TTL", lease.key,
+                       error_text(exc))
+        return False
+    if not released and not lease.lost.is_set():
+        # The token was gone before we let go (paused past the TTL): the body ran unguarded
+        # for a while and another execution may have run beside it. Say so.
+        lease.lost.set()
+        runtime.report_lost(lease, "found gone at release: it expired (process paused past lock_ttl?) "
+                                   "or was taken over; the other holder's lock was left untouched")
+    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released)
+    return released
+
+
+def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:
+    """Turn the lock back into an enqueue lock (same token) for the retry's delivery to adopt."""
+    runtime.renewer.drop(lease)
+    try:
+        handed = runtime.store.requeue(lease.key, lease.token, queued_ms)
+    except STORE_ERRORS as exc:
+        logger.warning("singleton lock: handing %s over to the retry failed (%s); it expires within its TTL, "
+                       "then the retry runs", lease.key, error_text(exc))
+        return
+    if not handed and not lease.lost.is_set():
+        lease.lost.set()
+        runtime.report_lost(lease, "found gone when handing it over to the retry: it expired (process paused "
+                                   "past lock_ttl?) or was taken over")
+
+
+def abandon(runtime: LockRuntime, key: str, token: str) -> None:
+    """Give back the run lock an interrupted acquire may have taken."""
+    try:
+        runtime.store.release(key, token)
+    except STORE_ERRORS as exc:
+        logger.warning("singleton lock: giving back %s after an interrupted acquire failed (%s); it "
+                       "expires within lock_ttl", key, error_text(exc))
+
+
+def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: Any, why: str) -> bool:
+    """Release what a pool child held under the request's tokens (harmless if it held nothing).
+
+    ``fields`` is the request's dict: its token, and the enqueue lock's token and digest the
+    child may not have adopted yet.
+    """
+    try:
+        runtime = runtime_for(task.app)
+        options = task.singleton_lock()[0]
+        digest = task.lock_digest(args, kwargs)
+        keys = runtime.layout.keys(task.name, digest, options.scope,
+                                   headers.enqueue_digest(fields, lambda: digest))
+        items = [(keys.lock, fields[headers.TOKEN])]
+        enqueue_token = fields.get(headers.ENQUEUE_TOKEN)
+        if enqueue_token:  # the child may have died before adopting it
+            items.append((keys.queued, enqueue_token))
+        released = any(runtime.store.release_many(items))
+    except STORE_ERRORS as exc:
+        logger.warning("singleton lock: %s[%s]: release after %s failed (%s); the lock expires within "
+                       "its TTL", task.name, task_id, why, error_text(exc))
+        return False
+    except Exception:
+        logger.exception("singleton lock: %s[%s]: release after %s failed", task.name, task_id, why)
+        return False
+    if released:
+        logger.info("singleton lock: %s[%s]: released %s from the worker's main process after %s",
+                    task.name, task_id, keys.lock, why)
+        signals.lock_released.send(sender=task, key=keys.lock, task_id=task_id, released=True)
+    return released
+
+
+def release_enqueue_lock(task: Any, task_id: Any, fields: Any, why: str) -> bool:
+    """Release the enqueue lock a message names, by the token it carries (no-op without one).
+
+    ``fields`` is the message's request (its headers, ``args`` and ``kwargs``; anything with
+    ``get``). The lock is the one the message's headers name, not one derived again here.
+    """
+    token = fields.get(headers.ENQUEUE_TOKEN)
+    if not token:
+        return False
+    try:
+        runtime = runtime_for(task.app)
+        digest = headers.enqueue_digest(fields, lambda: task.lock_digest(fields.get("args") or (),
+                                                                           fields.get("kwargs") or {}))
+        key = runtime.layout.enqueue(task.name, digest, task.singleton_lock()[0].scope)
+        released = runtime.store.release(key, token)
+    except Exception as exc:
+        logger.warning("singleton lock: %s[%s]: releasing enqueue lock (%s) failed (%s); it expires within "
+                       "lock_queue_ttl", task.name, task_id, why, error_text(exc))
+        return False
+    if released:
+        logger.info("singleton lock: %s[%s]: released enqueue lock %s (%s)", task.name, task_id, key, why)
+    return released
+
+
+def release_all(app: Any, why: str) -> None:
+    """Release everything this process holds for ``app`` and stop its heartbeat."""
+    runtime = peek_runtime(app)
+    if runtime is None:
+        return
+    try:
+        count = runtime.renewer.release_all()
+    except Exception as exc:
+        logger.warning("singleton lock: releasing held locks at %s failed (%s); they expire within "
+                       "their TTL", why, error_text(exc))
+        return
+    if count:
+        logger.info("singleton lock: released %d held lock(s) at %s", count, why)
+    runtime.renewer.close(timeout=1.0)

@@ -1,0 +1,113 @@
+"""The duplicate policy as one table: what each ``on_locked`` does at run time and at enqueue time.
+
+=========  ==============================================  =============================================
+on_locked  a duplicate at run time                         a duplicate at enqueue time (``queued*``)
+=========  ==============================================  =============================================
+skip       SUCCESS with result ``None``, body not run      nothing published; the holder's result
+raise      FAILURE with :class:`LockedError`               :class:`LockedError` to the caller
+retry      re-queued after ``lock_retry_delay``, up to     published without an enqueue lock; the
+           ``lock_retry_max`` times, then ``LockedError``  worker re-queues it until the lock is free
+wait       waits up to ``lock_wait_timeout`` for the       as ``skip``: a copy already waits in the
+           release, then FAILURE with ``LockedError``      queue behind the running one
+=========  ==============================================  =============================================
+
+Before a run-time duplicate gets here, :mod:`.turns` settles the holders that are
+no duplicates' (a retry's predecessor, a redelivery, ``queued``'s waiting copy).
+:func:`decide` is the whole run-time chain.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Union
+
+from .attempt import Attempt
+from .decisions import (Decision, EnqueueDecision, Fail, PublishUnlocked, Refuse, Requeue, Run, Skip,
+                        SkipAtEnqueue)
+from .exceptions import LockedError
+from .store import Conflict
+from .turns import TURNS, wait_for_release
+
+__all__ = ["ON_LOCKED", "decide", "SkipPolicy", "RaisePolicy", "RetryPolicy", "WaitPolicy"]
+
+
+def _held_by(attempt: Attempt, conflict: Conflict) -> LockedError:
+    name = attempt.task.name
+    return LockedError(f"task {name}[{attempt.request.id}]: lock {attempt.key} is held by task "
+                       f"{conflict.task_id or '?'}", task=name, key=attempt.key, holder=conflict.task_id)
+
+
+def _refused_at_enqueue(task_name: str, key: str, conflict: Conflict) -> LockedError:
+    return LockedError(f"task {task_name}: lock {key} is held by task {conflict.task_id or '?'} "
+                       f"({conflict.state or 'unknown state'}); nothing was published",
+                       task=task_name, key=key, holder=conflict.task_id)
+
+
+class SkipPolicy:
+    name = "skip"
+
+    def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
+        attempt.conflict(conflict, self.name)
+        attempt.give_up_queue_slot()
+        return Skip()
+
+    def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
+        return SkipAtEnqueue()
+
+
+class RaisePolicy:
+    name = "raise"
+
+    def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
+        attempt.conflict(conflict, self.name)
+        attempt.give_up_queue_slot()
+        return Fail(_held_by(attempt, conflict))
+
+    def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
+        return Refuse(_refused_at_enqueue(task_name, key, conflict))
+
+
+class RetryPolicy:
+    name = "retry"
+
+    def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
+        attempt.conflict(conflict, self.name)
+        return Requeue(conflict)  # a queued copy keeps its queue slot
+
+    def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
+        return PublishUnlocked()
+
+
+class WaitPolicy:
+    name = "wait"
+
+    def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
+        attempt.conflict(conflict, self.name)
+        outcome = wait_for_release(attempt)
+        if isinstance(outcome, Run):
+            return outcome
+        attempt.give_up_queue_slot()
+        name = attempt.task.name
+        return Fail(LockedError(
+            f"task {name}[{attempt.request.id}]: waited {attempt.options.wait_timeout:g}s for lock {attempt.key} "
+            f"held by task {outcome.task_id or '?'}", task=name, key=attempt.key, holder=outcome.task_id))
+
+    def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
+        return SkipAtEnqueue()
+
+
+Policy = Union[SkipPolicy, RaisePolicy, RetryPolicy, WaitPolicy]
+
+#: ``on_locked`` value -> its policy.
+ON_LOCKED: Dict[str, Policy] = {policy.name: policy for policy in (SkipPolicy(), RaisePolicy(), RetryPolicy(),
+                                                                      WaitPolicy())}
+
+
+def decide(attempt: Attempt, conflict: Conflict) -> Decision:
+    """What an execution that found its lock held does: the turns first, then ``on_locked``."""
+    for turn in TURNS:
+        if turn.applies(attempt, conflict):
+            verdict = turn.decide(attempt, conflict)
+            if not isinstance(verdict, Conflict):
+                return verdict
+            conflict = verdict  # someone else holds it now: judge them as anyone
+    return ON_LOCKED[attempt.options.on_locked].at_run(attempt, conflict)

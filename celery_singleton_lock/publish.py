@@ -1,0 +1,229 @@
+"""Take the lock in the publishing process, before a ``queued*`` task's message exists.
+
+``apply_async`` (and so ``delay``, signatures, groups, chains and beat, which all
+end in it when the task class is at hand) takes an *enqueue lock* with
+``lock_queue_ttl``, then publishes the message with the lock's token and digest
+in headers; the worker adopts (or frees) the lock the message names, by token.
+The digest is derived from the arguments as the worker will receive them (after
+the message serializer's round trip), so it also names the worker's run lock.
+The lock is taken before Celery builds the message, so a refused duplicate is
+never announced to ``before_task_publish``, let alone published.
+
+What a duplicate does at enqueue time:
+
+``skip``  nothing is published; the caller gets the ``AsyncResult`` of the copy
+          that holds the lock, so ``.get()`` waits for the run that will happen. A
+          caller that chose the id itself (groups, ``task_id=``) finds that id
+          SUCCESS with result ``None``, as for a duplicate skipped at run time. A
+          call that something follows (a chain's next step, a chord's body, a
+          ``link``) is published instead, marked as skipped: the worker skips it
+          without a lock, and its SUCCESS moves the chain on and counts toward the chord.
+``raise`` :class:`~.exceptions.LockedError` to the caller; nothing is published.
+``retry`` the message is published *without* an enqueue lock; the worker then
+          re-queues it until the lock is free, so the call runs after the holder.
+``wait``  (``queued`` scope only) as ``skip`` at enqueue: a copy is already
+          queued behind the running one; at run time that copy waits for it.
+
+When Redis is unreachable, ``on_lock_error="raise"`` raises to the caller and
+publishes nothing; otherwise the message is published without an enqueue lock
+and the worker guards the run (and applies ``on_lock_error`` itself). A lock
+store that is set up wrong (a wrong password, a missing ACL permission, a
+read-only replica) is no outage: ``apply_async`` raises
+:class:`~.exceptions.ConfigurationError` and publishes nothing, whatever
+``on_lock_error`` says.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+from celery import states
+from celery.utils import uuid
+from kombu.exceptions import DecodeError, EncodeError
+from kombu.serialization import dumps, loads
+
+from . import headers, signals
+from .arguments import ArgumentKey, is_digest
+from .decisions import PublishUnlocked, Refuse, SkipAtEnqueue
+from .exceptions import ConfigurationError, LockBackendError, UnencodableArgumentError
+from .policy import ON_LOCKED
+from .runtime import runtime_for
+from .store import STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact
+
+__all__ = ["publish_locked", "CallOptions", "message_digest"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+#: publish(task_id, headers): sends the message with those of the library's headers.
+Publish = Callable[[str, Optional[Dict[str, Any]]], Any]
+
+
+class CallOptions:
+    """What ``apply_async``'s options say about one call, as the enqueue lock needs it."""
+
+    __slots__ = ("headers", "countdown", "eta", "serializer", "continues")
+
+    def __init__(self, options: Mapping[str, Any], link: Any = None) -> None:
+        self.headers: Optional[Mapping[str, Any]] = options.get("headers")
+        self.countdown: Optional[float] = options.get("countdown")
+        self.eta: Any = options.get("eta")
+        self.serializer: Optional[str] = options.get("serializer")
+        #: Something runs after this call: a chain's next steps, a chord's body, a link.
+        self.continues = bool(link or options.get("chain") or options.get("chord"))
+
+    def delay(self) -> float:
+        """Seconds until the message is due (``countdown``, or ``eta`` from now); 0 when at once."""
+        try:
+            if self.countdown:
+                return max(float(self.countdown), 0.0)
+            eta = self.eta
+            if not eta:
+                return 0.0
+            if isinstance(eta, str):
+                eta = dt.datetime.fromisoformat(eta)
+            if eta.tzinfo is None:  # naive: UTC or local time, as the app may read it; take the later
+                now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+                return max((eta - now).total_seconds(), (eta - dt.datetime.now()).total_seconds(), 0.0)
+            return max((eta - dt.datetime.now(dt.timezone.utc)).total_seconds(), 0.0)
+        except (TypeError, ValueError, AttributeError):
+            return 0.0  # not a time: Celery refuses the call with its own error, before it is published
+
+
+def message_digest(task: Any, argument_key: ArgumentKey, args: Sequence[Any], kwargs: Mapping[str, Any],
+                   serializer: str) -> str:
+    """The digest the worker will derive from the message of this call (see :meth:`ArgumentKey.for_message`).
+
+    Refuses, before anything is locked or published, a call whose message a worker could not
+    decode (a dict shaped like a tagged value of a type the serializer does not know).
+    """
+    def deliver(call_args: Sequence[Any], call_kwargs: Mapping[str, Any]) -> Tuple[Any, Any]:
+        try:
+            content_type, encoding, body = dumps((list(call_args), dict(call_kwargs)), serializer=serializer)
+        except EncodeError:
+            argument_key(call_args, call_kwargs)  # an argument with no canonical form: its error names it
+            raise  # what Celery itself raises for this call
+        try:
+            delivered_args, delivered_kwargs = loads(body, content_type, encoding)
+        except DecodeError as exc:
+            raise UnencodableArgumentError(
+                f"task {task.name!r}: a worker could not decode the arguments of this call ({exc}) with the "
+                f"{serializer!r} serializer; nothing was published", task=task.name) from exc
+        return delivered_args, delivered_kwargs
+
+    return argument_key.for_message(args, kwargs, deliver)
+
+
+def _is_library_republish(message_headers: Optional[Mapping[str, Any]]) -> bool:
+    # A lock retry re-publishes with our own headers: it already owns (or needs no) enqueue lock.
+    return bool(message_headers) and (headers.ENQUEUE_TOKEN in message_headers  # type: ignore[operator]
+                                      or headers.RETRIES in message_headers)  # type: ignore[operator]
+
+
+def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id: Optional[str],
+                   call: CallOptions, publish: Publish) -> Any:
+    """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate."""
+    options, argument_key = task.singleton_lock()
+    # Raises before anything is locked or published.
+    digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
+    # self.retry() / re-publishing the running call itself: the lock goes with the message.
+    current = task.lock if task_id is not None and task.request.id == task_id else None
+    if current is not None:
+        return _republish_own(current, options, call.delay(), publish)
+    if _is_library_republish(call.headers):
+        return publish(task_id or uuid(), {k: call.headers[k] for k in headers.ALL if k in call.headers})  # type: ignore
+
+    runtime = runtime_for(task.app)
+    keys = runtime.layout.keys(task.name, digest, options.scope)
+    requested_id, task_id = task_id, task_id or uuid()
+    token = new_token()
+    holder = Holder(task_id=task_id, host=runtime.hostname, pid=os.getpid(), since_ms=int(time.time() * 1000),
+                    heartbeat_ms=int(options.heartbeat * 1000))
+    # The lock waits in the queue as long as the message may: lock_queue_ttl past its eta.
+    queue_ttl_ms = int((options.queue_ttl + call.delay()) * 1000)
+    try:
+        outcome = runtime.store.acquire(keys.queued, keys.fence, token, queue_ttl_ms, holder, state="queued")
+    except STORE_ERRORS as exc:
+        return _unreachable(task, runtime, keys, options.on_lock_error, exc, lambda: publish(task_id, None))
+    if isinstance(outcome, Conflict):
+        return _duplicate_at_enqueue(task, keys.queued, task_id, outcome, options.on_locked, publish, requested_id,
+                                     call.continues)
+    try:
+        return publish(task_id, {headers.ENQUEUE_TOKEN: token, headers.ENQUEUE_DIGEST: digest})
+    except BaseException:
+        _release_unpublished(runtime, task, keys, token)
+        raise
+
+
+def _unreachable(task: Any, runtime: Any, keys: LockKeys, on_lock_error: str, error: BaseException,
+                 publish_unlocked: Callable[[], Any]) -> Any:
+    problem = permanent_problem(error, "acquire")
+    if problem is not None:  # a misconfiguration: whatever on_lock_error says, nothing goes out
+        raise ConfigurationError(f"task {task.name}: the lock store {redact(runtime.settings.url)} refused "
+                                 f"enqueue lock {keys.queued}: {problem}; nothing was published",
+                                 task=task.name, key=keys.queued) from error
+    if on_lock_error == "raise":
+        raise LockBackendError(f"task {task.name}: cannot reach Redis to take enqueue lock {keys.queued}: "
+                               f"{error_text(error)}; nothing was published", task=task.name,
+                               key=keys.queued) from error
+    logger.warning("singleton lock: %s: Redis unavailable at enqueue (%s); publishing without an enqueue "
+                   "lock, the worker guards the run", task.name, error_text(error))
+    return publish_unlocked()
+
+
+def _release_unpublished(runtime: Any, task: Any, keys: LockKeys, token: str) -> None:
+    """Nothing was queued: nothing may stay locked."""
+    try:
+        runtime.store.release(keys.queued, token)
+    except STORE_ERRORS as exc:
+        logger.warning("singleton lock: %s: releasing %s after a failed publish failed (%s)", task.name,
+                       keys.queued, error_text(exc))
+
+
+def _duplicate_at_enqueue(task: Any, key: str, task_id: str, conflict: Conflict, policy: str, publish: Publish,
+                          requested_id: Optional[str], continues: bool) -> Any:
+    logger.info("singleton lock: %s: call at enqueue is a duplicate (%s): key %s held by %s (%s)",
+                task.name, policy, key, conflict.task_id or "?", conflict.state or "?")
+    signals.lock_conflict.send(sender=task, key=key, task_id=task_id, holder=conflict.task_id, action=policy,
+                               at="enqueue")
+    decision = ON_LOCKED[policy].at_enqueue(task.name, key, conflict)
+    if isinstance(decision, Refuse):
+        raise decision.error
+    if isinstance(decision, PublishUnlocked):
+        return publish(task_id, None)  # the worker re-queues it until the lock is free
+    assert isinstance(decision, SkipAtEnqueue)
+    if continues:
+        # A call that something follows (a chain's next step, a chord's body, a link) must end in
+        # the worker, which skips it: its SUCCESS moves the chain on and counts toward the chord.
+        return publish(task_id, {headers.SKIPPED: conflict.task_id or "?"})
+    if requested_id and requested_id != conflict.task_id:
+        # The caller (a group, a chain, an explicit task_id) already holds a result for this id:
+        # it ends as a skipped duplicate does at run time, instead of PENDING forever.
+        _store_skipped(task, requested_id)
+    return task.AsyncResult(conflict.task_id)
+
+
+def _store_skipped(task: Any, task_id: str) -> None:
+    try:
+        task.backend.store_result(task_id, None, states.SUCCESS)
+    except NotImplementedError:  # no result backend configured: nobody waits on it
+        pass
+
+
+def _republish_own(current: Any, options: Any, delay: float, publish: Publish) -> Any:
+    """The holder re-queues itself (``self.retry()``): the lock goes with the message."""
+    if options.scope != "queued_or_running":
+        # ``queued``: the run lock ends with this execution, which the retry waits for.
+        return publish(current.task_id, {headers.AFTER: current.token})
+    # The lock is handed over when this execution ends (not now: it may go on running, a cleanup
+    # in ``finally`` say); the retry adopts it by token, waiting for that moment if it starts first.
+    ours = {headers.ENQUEUE_TOKEN: current.token, headers.AFTER: current.token}
+    held = current.key.rsplit(":", 1)[-1]  # the digest that names the lock handed over
+    if is_digest(held):
+        ours[headers.ENQUEUE_DIGEST] = held
+    result = publish(current.task_id, ours)
+    current.hand_over_ms = int((options.queue_ttl + delay) * 1000)
+    return result

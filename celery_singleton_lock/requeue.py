@@ -1,0 +1,57 @@
+"""Put a message back in the queue for later: the lock was busy, or the store did not answer.
+
+A lock re-queue is not a Celery retry of the task: it counts against
+``lock_retry_max`` (in its own header), never against ``max_retries``, and the
+message keeps the enqueue lock it carries and the retry it belongs to.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Mapping, Optional, Sequence
+
+from celery.exceptions import Retry
+
+from . import headers
+from .attempt import Attempt
+from .exceptions import LockedError
+from .store import Conflict
+
+__all__ = ["requeue", "jittered"]
+
+
+def jittered(delay: float) -> float:
+    """A countdown spread over [delay/2, 3*delay/2] so retried duplicates do not stampede."""
+    return delay * (0.5 + random.random())
+
+
+def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], conflict: Optional[Conflict],
+            exc: Optional[BaseException] = None, *, counted: bool = True) -> BaseException:
+    """Re-publish this message for later and return the ``Retry`` to raise; past ``lock_retry_max``
+    (counted tries only) the error to end with instead."""
+    task, request, options = attempt.task, attempt.request, attempt.options
+    done = int(request.get(headers.RETRIES) or 0)
+    if counted and options.retry_max is not None and done >= options.retry_max:
+        attempt.give_up_queue_slot()
+        if conflict is None and exc is not None:
+            return exc  # Redis stayed unreachable: end with the backend error itself
+        holder = conflict.task_id if conflict else None
+        return LockedError(
+            f"task {task.name}[{request.id}]: gave up after {done} lock retries (lock_retry_max="
+            f"{options.retry_max}); lock {attempt.key} held by task {holder}",
+            task=task.name, key=attempt.key, holder=holder)
+    countdown = jittered(options.retry_delay)
+    if request.is_eager:
+        return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
+    ours = {headers.RETRIES: done + 1 if counted else done}
+    if attempt.enqueue_token:  # keep the queue slot for the next try
+        ours.update({headers.ENQUEUE_TOKEN: attempt.enqueue_token, headers.ENQUEUE_DIGEST: attempt.queued_digest})
+    if attempt.after:
+        ours[headers.AFTER] = attempt.after  # still the retry of that execution
+    message_headers = headers.library_headers(request.headers, ours)
+    signature = task.signature_from_request(
+        request, args, kwargs, countdown=countdown, retries=request.retries, headers=message_headers)
+    signature.apply_async()
+    why = f"lock {attempt.key} busy" if conflict is not None else f"lock store unavailable ({exc})"
+    return Retry(f"{why}, retry {ours[headers.RETRIES]} in {countdown:.1f}s", exc=exc, when=countdown,
+                 sig=signature)

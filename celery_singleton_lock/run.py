@@ -1,0 +1,134 @@
+"""Run one task execution under its lock: acquire, apply the duplicate policy, hold, let go.
+
+This is the run-time half of the library, called from ``LockedTask.__call__``
+inside Celery's tracer, so whatever it raises is the task's own outcome: Celery's
+``Ignore`` stores nothing, ``Retry`` marks the task for retry, an error ends it in
+FAILURE, and a plain return is SUCCESS. The policy (:mod:`.policy`) decides; this
+module only enacts the decision.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Mapping, NoReturn, Optional, Sequence
+
+from celery.exceptions import Ignore
+
+from . import headers, signals
+from .attempt import Attempt
+from .decisions import Decision, Fail, Ignored, Requeue, Run, Skip
+from .exceptions import ConfigurationError, LockBackendError
+from .exits import abandon, hand_over, release_after_run
+from .handle import ExecutionLock
+from .policy import decide
+from .requeue import requeue
+from .store import STORE_ERRORS, Conflict, Lease, error_text, permanent_problem, redact
+
+__all__ = ["run_guarded", "HANDLE_ATTR"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+#: Request-context attribute holding the execution's :class:`ExecutionLock`.
+HANDLE_ATTR = "_singleton_lock_handle"
+
+
+def run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any]) -> Any:
+    """Run ``body`` while holding the call's lock, or do what the duplicate policy decides."""
+    skipped_for = task.request.get(headers.SKIPPED)
+    if skipped_for:
+        # A duplicate at enqueue, published only so that what follows it (a chain, a chord) goes on.
+        logger.info("singleton lock: %s[%s] was a duplicate at enqueue (skip): the lock was held by %s",
+                    task.name, task.request.id, skipped_for)
+        return None
+    attempt = Attempt(task, args, kwargs)
+    if headers.redelivered(attempt.request) and attempt.already_ran():
+        attempt.conflict(None, "ignore")
+        raise Ignore()  # a redelivery of a message whose first delivery ran to the end: store nothing
+    try:
+        outcome, started = attempt.acquire()
+    except STORE_ERRORS as exc:
+        step = "adopt" if attempt.enqueue_token else "acquire"  # adopt clears the token once answered
+        return _store_unavailable(attempt, args, kwargs, body, exc, step)
+    except BaseException:
+        abandon(attempt.runtime, attempt.key, attempt.token)  # interrupted (a soft time limit): maybe ours
+        raise
+    if isinstance(outcome, Conflict):
+        try:
+            decision = decide(attempt, outcome)
+        except STORE_ERRORS:
+            raise
+        except BaseException:
+            abandon(attempt.runtime, attempt.key, attempt.token)  # interrupted while waiting or re-asking
+            raise
+        if not isinstance(decision, Run):
+            return _enact(attempt, decision, args, kwargs)
+        outcome, started = decision.grant, decision.started
+    return _hold(attempt, outcome.fence, started, body)
+
+
+def _enact(attempt: Attempt, decision: Decision, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+    """The task's outcome for a duplicate: SUCCESS ``None``, FAILURE, re-queued, or nothing stored."""
+    if isinstance(decision, Skip):
+        return None  # SUCCESS with result None: the caller's .get() returns
+    if isinstance(decision, Fail):
+        raise decision.error
+    if isinstance(decision, Ignored):
+        raise Ignore()
+    assert isinstance(decision, Requeue)
+    raise requeue(attempt, args, kwargs, decision.conflict, counted=decision.counted)
+
+
+def _hold(attempt: Attempt, fence: int, started: float, body: Callable[[], Any]) -> Any:
+    runtime, options = attempt.runtime, attempt.options
+    lease = Lease(attempt.key, attempt.token, options.ttl, options.heartbeat, confirmed_at=started)
+    handle = ExecutionLock(attempt.key, attempt.token, fence, attempt.task.name, attempt.request.id, lease)
+    lease.context = handle
+    try:  # from here on, whatever happens, the lock is let go of
+        runtime.renewer.hold(lease)
+        setattr(attempt.request, HANDLE_ATTR, handle)
+        signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle)
+        return body()
+    finally:
+        setattr(attempt.request, HANDLE_ATTR, None)
+        if handle.hand_over_ms is not None:
+            # self.retry() under queued_or_running: the lock goes to the retry's message.
+            hand_over(runtime, lease, handle.hand_over_ms)
+        else:
+            release_after_run(runtime, lease, attempt.task, attempt.request.id,
+                              attempt.completion(time.monotonic() - started))
+
+
+def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any],
+                       exc: BaseException, step: str) -> Any:
+    """The store did not grant or refuse the lock: an outage follows ``on_lock_error``; a misconfigured
+    lock store fails the task with :class:`ConfigurationError`, whatever ``on_lock_error`` says."""
+    task, task_id, policy = attempt.task.name, attempt.request.id, attempt.options.on_lock_error
+    problem = permanent_problem(exc, step)
+    if problem is not None:
+        _misconfigured(attempt, exc, problem)
+    logger.error("singleton lock: %s[%s]: Redis unavailable while taking lock %s (%s); on_lock_error=%s",
+                 task, task_id, attempt.key, error_text(exc), policy)
+    if policy == "run":
+        return body()
+    error = LockBackendError(f"task {task}[{task_id}]: cannot reach Redis to take lock {attempt.key}: "
+                             f"{error_text(exc)}", task=task, key=attempt.key)
+    if policy == "raise":
+        raise error from exc
+    raise requeue(attempt, args, kwargs, None, error)
+
+
+def _misconfigured(attempt: Attempt, exc: BaseException, problem: str) -> NoReturn:
+    task, task_id = attempt.task.name, attempt.request.id
+    url = redact(attempt.runtime.settings.url)
+    logger.error("singleton lock: %s[%s]: the lock store %s refused lock %s, so the task fails without "
+                 "running (on_lock_error does not apply to a misconfiguration): %s", task, task_id, url,
+                 attempt.key, problem)
+    attempt.give_up_queue_slot()
+    raise ConfigurationError(f"task {task}[{task_id}]: the lock store {url} refused lock {attempt.key}: "
+                             f"{problem}", task=task, key=attempt.key) from exc
+
+
+def current_lock(request: Any) -> Optional[ExecutionLock]:
+    """The lock held by the execution ``request`` belongs to (``None`` when it holds none)."""
+    return getattr(request, HANDLE_ATTR, None)

@@ -1,0 +1,138 @@
+"""The store seam: what the Celery layer may ask of a lock store, and what it answers.
+
+Every store (one Redis, a Redis Cluster, Sentinel's master with replica
+acknowledgements, a quorum of masters, and the in-memory backend for unit
+tests) implements :class:`LockBackend`. The Celery layer sees nothing else: it
+never builds a script call, a key or a connection of its own, and a store's
+capabilities are declared attributes, not probed names.
+
+A lock is held under a *token* (unique per execution); every change to a held
+lock compares that token first, so no caller can renew, hand back or delete a
+lock it does not hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from os import urandom
+from typing import ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+
+__all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
+           "Completion", "new_token"]
+
+
+def new_token() -> str:
+    """A unique per-execution token (128 random bits)."""
+    return urandom(16).hex()
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who asks for (or holds) a lock, as written beside its token for diagnostics."""
+
+    task_id: str
+    host: str
+    pid: int
+    since_ms: int
+    heartbeat_ms: int
+
+
+@dataclass(frozen=True)
+class Grant:
+    """The lock is ours; ``fence`` is larger than every earlier holder's of the task's keys."""
+
+    fence: int
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Someone else holds the lock: who, since when, for how long still, in which state.
+
+    ``state`` is ``"running"`` (an execution holds it) or ``"queued"`` (an enqueue lock
+    waiting for its message); ``same_token`` is true when the holder runs under the
+    token the caller handed in (a ``self.retry()`` that has not handed the lock over yet).
+    """
+
+    task_id: str
+    host: str
+    pid: Optional[int]
+    since_ms: Optional[int]
+    pttl_ms: int
+    heartbeat_ms: Optional[int]
+    state: str
+    same_token: bool = False
+
+
+@dataclass(frozen=True)
+class NotOurs:
+    """An enqueue lock handed over by token is not that token's any more (expired, revoked,
+    or adopted by another delivery of the same message)."""
+
+
+#: The one :class:`NotOurs` value.
+NOT_OURS = NotOurs()
+
+Outcome = Union[Grant, Conflict]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a release notes for later redeliveries of the holder's message.
+
+    ``done_key`` is the task's set of completed task ids, ``remember_ms`` how long the
+    note lasts, and ``always`` whether to note it even if no redelivered copy met the lock.
+    """
+
+    done_key: str
+    task_id: str
+    remember_ms: int
+    always: bool
+
+
+class ReleaseEvents(Protocol):
+    """A subscription to one lock's release announcements."""
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; ``True`` when a release was announced."""
+
+
+class LockBackend(Protocol):
+    """The operations of the lock protocol; each answers from the store, none keeps lock state."""
+
+    #: Whether :meth:`release` can note a :class:`Completion` and :meth:`completed` find it.
+    records_completions: bool
+
+    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
+                state: str = "running") -> Outcome:
+        """Take ``key`` if free (or already ours under ``token`` in ``state``: a repeated ask)."""
+
+    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str, ttl_ms: int,
+              holder: Holder) -> Union[Grant, Conflict, NotOurs]:
+        """Turn the enqueue lock ``queued_key`` held under ``queued_token`` into the running lock ``key``."""
+
+    def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
+        """Hand a running lock back to the queue under the same token (for a retry to adopt)."""
+
+    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+        """Extend each running ``(key, token, ttl_ms)`` still held; ``False`` where it is gone."""
+
+    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
+        """Compare-and-delete; ``False`` when the lock was gone or held under another token."""
+
+    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
+        """:meth:`release` for several ``(key, token)`` pairs at once."""
+
+    def mark_redelivered(self, key: str, task_id: str) -> bool:
+        """Note on the lock that a redelivered copy of its holder's message met it."""
+
+    def completed(self, done_key: str, task_id: str) -> bool:
+        """Whether a release noted that ``task_id`` ran to the end (and it is still remembered)."""
+
+    def holder(self, key: str) -> Optional[Mapping[str, str]]:
+        """The lock's fields (``token``, ``task_id``, ``state``...) and ``pttl``; ``None`` when free."""
+
+    def release_events(self, key: str) -> ContextManager[ReleaseEvents]:
+        """Subscribe to ``key``'s release announcements for the block (subscribe, then ask)."""
+
+    def close(self) -> None:
+        """Drop connections and threads."""

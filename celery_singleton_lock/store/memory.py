@@ -1,0 +1,210 @@
+"""An in-memory :class:`~.backend.LockBackend`, for unit tests (the library's and its users').
+
+It follows the same contract as the Redis backends, which the shared contract
+tests check against both: tokens compared on every change, TTLs that run out on
+an injectable clock, a fencing counter per task, enqueue locks adopted by token,
+completions remembered for a while, and release announcements a waiter can block
+on. One instance is one lock store: every thread (and every app) handed the same
+instance sees the same locks; nothing is shared between instances.
+
+Use it in a test instead of a Redis URL::
+
+    from celery_singleton_lock.store import MemoryBackend
+
+    app.conf.singleton_lock_backend = MemoryBackend()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from .backend import NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+
+__all__ = ["MemoryBackend"]
+
+
+class _Lock:
+    __slots__ = ("fields", "expires_ms")
+
+    def __init__(self, fields: Dict[str, str], expires_ms: float) -> None:
+        self.fields = fields
+        self.expires_ms = expires_ms
+
+
+class MemoryBackend:
+    """Locks in a dict, guarded by one condition; ``clock`` returns seconds (monotonic)."""
+
+    records_completions = True
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._locks: Dict[str, _Lock] = {}
+        self._counters: Dict[str, int] = {}
+        self._done: Dict[str, Dict[str, float]] = {}
+        self._releases: Dict[str, int] = {}  # announcements per key, for waiters
+
+    # -- helpers (called with the condition held) --------------------------------------------------
+    def _now_ms(self) -> float:
+        return self._clock() * 1000.0
+
+    def _live(self, key: str) -> Optional[_Lock]:
+        lock = self._locks.get(key)
+        if lock is not None and lock.expires_ms <= self._now_ms():
+            del self._locks[key]
+            return None
+        return lock
+
+    def _announce(self, key: str) -> None:
+        self._releases[key] = self._releases.get(key, 0) + 1
+        self._cond.notify_all()
+
+    def _conflict(self, key: str, lock: _Lock, token: str) -> Conflict:
+        f = lock.fields
+        return Conflict(task_id=f["task_id"], host=f["host"], pid=_int(f["pid"]), since_ms=_int(f["since"]),
+                        pttl_ms=max(int(lock.expires_ms - self._now_ms()), 0), heartbeat_ms=_int(f["hb"]),
+                        state=f["state"], same_token=f["token"] == token)
+
+    def _grant(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder, state: str) -> Grant:
+        fence = self._counters.get(fence_key, 0) + 1
+        self._counters[fence_key] = fence
+        self._locks[key] = _Lock({"token": token, "fence": str(fence), "task_id": holder.task_id,
+                                  "host": holder.host, "pid": str(holder.pid), "since": str(holder.since_ms),
+                                  "ttl": str(ttl_ms), "hb": str(holder.heartbeat_ms), "state": state},
+                                 self._now_ms() + ttl_ms)
+        return Grant(fence=fence)
+
+    # -- the protocol ------------------------------------------------------------------------------
+    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
+                state: str = "running") -> Outcome:
+        with self._cond:
+            lock = self._live(key)
+            if lock is None:
+                return self._grant(key, fence_key, token, ttl_ms, holder, state)
+            if lock.fields["token"] == token and lock.fields["state"] == state:
+                return Grant(fence=int(lock.fields["fence"]))
+            return self._conflict(key, lock, token)
+
+    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str, ttl_ms: int,
+              holder: Holder) -> Union[Grant, Conflict, NotOurs]:
+        with self._cond:
+            mine = self._live(key)
+            if mine is not None and mine.fields["token"] == token:
+                return Grant(fence=int(mine.fields["fence"]))
+            queued = self._live(queued_key)
+            if queued is None or queued.fields["token"] != queued_token or queued.fields["state"] != "queued":
+                if queued_key == key and mine is not None:
+                    return self._conflict(key, mine, queued_token)
+                return NOT_OURS
+            if queued_key != key:
+                if mine is not None:
+                    return replace(self._conflict(key, mine, token), same_token=False)
+                del self._locks[queued_key]
+            return self._grant(key, fence_key, token, ttl_ms, holder, "running")
+
+    def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
+        with self._cond:
+            lock = self._live(key)
+            if lock is None or lock.fields["token"] != token:
+                return False
+            lock.fields.update(state="queued", ttl=str(ttl_ms))
+            lock.expires_ms = self._now_ms() + ttl_ms
+            self._announce(key)
+            return True
+
+    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+        with self._cond:
+            out = []
+            for key, token, ttl_ms in items:
+                lock = self._live(key)
+                ok = lock is not None and lock.fields["token"] == token and lock.fields["state"] == "running"
+                if ok:
+                    lock.expires_ms = self._now_ms() + ttl_ms  # type: ignore[union-attr]
+                out.append(ok)
+            return out
+
+    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
+        with self._cond:
+            lock = self._live(key)
+            if lock is None or lock.fields["token"] != token:
+                return False
+            del self._locks[key]
+            self._announce(key)
+            if completion is not None and (lock.fields.get("redelivered") or completion.always):
+                now = self._now_ms()
+                done = self._done.setdefault(completion.done_key, {})
+                for task_id in [t for t, until in done.items() if until <= now]:
+                    del done[task_id]
+                done[completion.task_id] = now + completion.remember_ms
+            return True
+
+    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
+        return [self.release(key, token) for key, token in items]
+
+    def mark_redelivered(self, key: str, task_id: str) -> bool:
+        with self._cond:
+            lock = self._live(key)
+            if lock is None or lock.fields["task_id"] != task_id:
+                return False
+            lock.fields["redelivered"] = "1"
+            return True
+
+    def completed(self, done_key: str, task_id: str) -> bool:
+        with self._cond:
+            until = self._done.get(done_key, {}).get(task_id)
+            return until is not None and until > self._now_ms()
+
+    def holder(self, key: str) -> Optional[Dict[str, str]]:
+        with self._cond:
+            lock = self._live(key)
+            if lock is None:
+                return None
+            return dict(lock.fields, pttl=str(max(int(lock.expires_ms - self._now_ms()), 0)))
+
+    @contextmanager
+    def release_events(self, key: str) -> Iterator["MemoryReleaseEvents"]:
+        with self._cond:
+            seen = self._releases.get(key, 0)
+        yield MemoryReleaseEvents(self, key, seen)
+
+    def close(self) -> None:
+        """Nothing to drop: the locks stay, as a Redis server's do when a client goes."""
+
+    # -- for tests ---------------------------------------------------------------------------------
+    def fence(self, fence_key: str) -> int:
+        """The fencing counter's value (0 before the first grant)."""
+        with self._cond:
+            return self._counters.get(fence_key, 0)
+
+    def keys(self) -> List[str]:
+        """The keys of the locks held now."""
+        with self._cond:
+            return sorted(key for key in list(self._locks) if self._live(key) is not None)
+
+
+class MemoryReleaseEvents:
+    """A waiter on one key's release announcements in a :class:`MemoryBackend`."""
+
+    def __init__(self, backend: MemoryBackend, key: str, seen: int) -> None:
+        self._backend = backend
+        self._key = key
+        self._seen = seen
+
+    def wait(self, timeout: float) -> bool:
+        backend = self._backend
+        with backend._cond:
+            announced = backend._cond.wait_for(lambda: backend._releases.get(self._key, 0) > self._seen,
+                                               timeout=max(timeout, 0.0))
+            self._seen = backend._releases.get(self._key, 0)
+            return bool(announced)
+
+
+def _int(value: Optional[str]) -> Optional[int]:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
