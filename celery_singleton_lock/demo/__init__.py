@@ -11,6 +11,7 @@ recorded in Redis. It stops everything it started and deletes every key it made.
 Modules: :mod:`.config` (where the demo's keys live), :mod:`.record` (what the
 bodies and signals write, and reading it back), :mod:`.app` (the Celery app),
 :mod:`.processes` (redis-server, worker and beat as child processes),
+:mod:`.namespace` (claiming the namespace for one run, deleting its keys),
 :mod:`.workload` (the bursts), :mod:`.live` (the terminal view),
 :mod:`.report` (summary table and PNG timeline), :mod:`.runner` (all of it in order).
 """

@@ -24,7 +24,7 @@ import threading
 import time
 from collections import defaultdict
 from types import ModuleType
-from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import redis
 
@@ -32,6 +32,7 @@ from ..store.admin import LockRecord, scan_locks
 from ..store.keys import KeyLayout
 from .config import DEFAULT_REDIS_URL, DemoConfig
 from .live import ROWS, LiveView, Tally, format_event
+from .namespace import Namespace
 from .processes import Child, reachable, start_beat, start_redis, start_worker
 from .report import format_summary, plot_timeline, summarize
 from .workload import round_calls
@@ -59,14 +60,13 @@ class DemoRun:
         self.app_module: Optional[ModuleType] = None
         self.config: Optional[DemoConfig] = None
         self.client: Optional["redis.Redis"] = None
-        self.claimed = False
+        self.keys: Optional[Namespace] = None
         self.results: List[Tuple[str, Any]] = []
         self.sent: Dict[str, int] = defaultdict(int)
         self.tally = Tally()
         self.phase = "starting"
         self.t0 = time.time()
         self.started = time.monotonic()
-        self._owner_refreshed = 0.0
         # Ctrl-C sets this instead of raising KeyboardInterrupt wherever Python happens to be:
         # an interrupt raised inside a finalizer (a redis-py pool's __del__) is swallowed,
         # and the demo would run on.
@@ -123,7 +123,10 @@ class DemoRun:
         self.app_module = app_module
         self.config = DemoConfig.from_env()
         self.client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=2, socket_timeout=5)
-        self._claim()
+        self.keys = Namespace(self.client, self.config, self.external)
+        left = self.keys.claim()
+        if left:
+            self.view.say(f"deleted {left} key(s) left under {self.config.namespace}: by an earlier run")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         if not self.external:
             self.view.say(f"starting a prefork worker (-c {self.concurrency}) ...")
@@ -134,38 +137,6 @@ class DemoRun:
                           f"{self.config.report_every:g}s, its body takes {self.config.report_seconds:g}s) ...")
             self.children["beat"] = start_beat(self.workdir, env)
         self.t0 = time.time()
-
-    def _claim(self) -> None:
-        """Own the namespace for this run; refuse when another live run owns it."""
-        assert self.client is not None and self.config is not None
-        owner = self.config.key("owner")
-        if not self.client.set(owner, str(os.getpid()), nx=True, ex=30):
-            raise RuntimeError(f"another demo run (pid {self.client.get(owner)!s}) is using namespace "
-                               f"{self.config.namespace!r} on this Redis; wait for it or set CSL_DEMO_NAMESPACE")
-        self.claimed = True
-        left = self._delete_keys(keep={owner})
-        if left:
-            self.view.say(f"deleted {left} key(s) left under {self.config.namespace}: by an earlier run")
-
-    def _keys_to_delete(self) -> str:
-        assert self.config is not None
-        # Beside a worker and beat we did not start, touch only our own records.
-        return self.config.key("*") if self.external else f"{self.config.namespace}:*"
-
-    def _delete_keys(self, keep: Collection[str] = ()) -> int:
-        assert self.client is not None
-        deleted = 0
-        batch: List[str] = []
-        for key in self.client.scan_iter(match=self._keys_to_delete(), count=500):
-            if key in keep:
-                continue
-            batch.append(key)
-            if len(batch) >= 500:
-                deleted += self.client.unlink(*batch)
-                batch = []
-        if batch:
-            deleted += self.client.unlink(*batch)
-        return deleted
 
     # -- produce and watch ---------------------------------------------------------------------
     def _produce(self) -> None:
@@ -197,6 +168,7 @@ class DemoRun:
 
     def _refresh(self) -> None:
         assert self.client is not None and self.config is not None and self.app_module is not None
+        assert self.keys is not None
         recorder = self.app_module.recorder
         events = recorder.events_since(self.tally.seen)
         self.tally.feed(events)
@@ -207,9 +179,7 @@ class DemoRun:
         rows = {task: self.tally.row(task, beat_sent if policy == "beat" else self.sent.get(task, 0))
                 for policy, task in ROWS}
         self.view.update(time.time() - self.t0, self.phase, rows, self._held(), labels, lines)
-        if time.monotonic() - self._owner_refreshed > 5:
-            self.client.expire(self.config.key("owner"), 30)
-            self._owner_refreshed = time.monotonic()
+        self.keys.keep_claim()
 
     # -- drain and stop ------------------------------------------------------------------------
     def _drain(self, timeout: float = 30.0) -> int:
@@ -267,14 +237,13 @@ class DemoRun:
             gc.collect()
             if self.app_module is not None:
                 self.app_module.app.close()
-            if self.client is not None and self.claimed:
+            if self.client is not None and self.keys is not None and self.keys.claimed:
                 try:
-                    self._delete_keys()
-                    left = sum(1 for _ in self.client.scan_iter(match=self._keys_to_delete(), count=500))
+                    self.keys.delete()
+                    left = self.keys.left()
                     stopped = "the worker and beat are not ours: left running" if self.external \
                         else "worker and beat stopped"
-                    self.view.say(f"cleaned up: {stopped}, demo keys deleted ({left} left under "
-                                  f"{self._keys_to_delete()})")
+                    self.view.say(f"cleaned up: {stopped}, demo keys deleted ({left} left under {self.keys.pattern})")
                 except (redis.RedisError, OSError) as exc:
                     self.view.say(f"could not delete the demo's keys: {exc!r}")
                 self.client.close()

@@ -3,6 +3,8 @@
 ``CSL_HYPOTHESIS_PROFILE`` names one outright: the support matrix's cells run the quick one, since
 the thorough search depends on no release of Celery or redis-py and runs once, on the main stack.
 Tests that set ``max_examples`` themselves keep their own count.
+
+This conftest loads neither Redis nor the worker helpers (``test_light_conftest.py`` holds it to that).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, settings
+
+from tests.support.threads import no_thread_leaks  # noqa: F401 - an autouse fixture
 
 settings.register_profile("ci", max_examples=2_000, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,249 @@
+"""The package's layers, read from its sources with ``ast`` (the installed copy when a wheel is tested).
+
+- The store (``celery_singleton_lock/store/``) stands alone: no Celery, kombu, billiard or click,
+  and nothing of the package outside it.
+- Outside the store, only the names ``store/__init__.py`` exports are used, never a submodule.
+- The module-level import graph has no cycle.
+- No module is longer than ``MAX_LINES``.
+
+The two store rules count every import, in a function or under ``if TYPE_CHECKING:`` too; the cycle
+rule counts the imports that run when a module is imported (at module level, inside ``try`` or ``if``
+included), not those in functions or under ``if TYPE_CHECKING:``.
+
+Each rule is its own test, and a failure names the file, line and import (or the cycle) at fault.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Set, Tuple
+
+import pytest
+
+PACKAGE = "celery_singleton_lock"
+STORE = f"{PACKAGE}.store"
+#: What the store may not import besides the rest of the package.
+FORBIDDEN_IN_STORE = ("celery", "kombu", "billiard", "click")
+#: Modules outside the store that may import its submodules (a prefix takes a whole subpackage),
+#: e.g. ``(f"{PACKAGE}.cli", f"{PACKAGE}.demo")``. None may today.
+STORE_SUBMODULES_ALLOWED_IN: Tuple[str, ...] = ()
+MAX_LINES = 300
+
+
+def _package_dir() -> Path:
+    spec = importlib.util.find_spec(PACKAGE)  # its __file__, without running it
+    assert spec is not None and spec.origin, f"{PACKAGE} cannot be found"
+    return Path(spec.origin).parent
+
+
+ROOT = _package_dir()
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+#: Every module of the package: dotted name -> source file.
+MODULES: Dict[str, Path] = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    path: Path
+    line: int
+    text: str  # the statement as written, on one line
+    target: str  # the module it names: a submodule when it imports one, else the module it takes names from
+    module_level: bool  # runs when the importer is imported (not in a function, not under TYPE_CHECKING)
+
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT.parent).as_posix()}:{self.line}: {self.text}"
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _statements(nodes: Iterable[ast.AST], runs: bool = True) -> Iterator[Tuple[ast.AST, bool]]:
+    """Every import statement in or below ``nodes``, with whether it runs when the module is imported."""
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node, runs
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield from _statements(ast.iter_child_nodes(node), False)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from _statements(node.body, False)
+            yield from _statements(node.orelse, runs)
+        else:
+            yield from _statements(ast.iter_child_nodes(node), runs)
+
+
+def _base(importer: str, level: int) -> str:
+    """The package a relative import of ``level`` dots starts from."""
+    package = importer if MODULES[importer].name == "__init__.py" else importer.rpartition(".")[0]
+    for _ in range(level - 1):
+        package = package.rpartition(".")[0]
+    return package
+
+
+def _targets(importer: str, node: ast.AST) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    assert isinstance(node, ast.ImportFrom)
+    source = node.module or ""
+    if node.level:
+        source = ".".join(filter(None, [_base(importer, node.level), source]))
+    for alias in node.names:
+        submodule = f"{source}.{alias.name}"
+        yield submodule if submodule in MODULES else source
+
+
+def _imports(name: str) -> List[Import]:
+    path = MODULES[name]
+    source = path.read_text(encoding="utf-8")
+    found = []
+    for node, runs in _statements([ast.parse(source, str(path))]):
+        text = " ".join((ast.get_source_segment(source, node) or "").split())
+        for target in dict.fromkeys(_targets(name, node)):
+            found.append(Import(name, path, node.lineno, text, target, runs))
+    return found
+
+
+IMPORTS: List[Import] = [imp for name in MODULES for imp in _imports(name)]
+
+
+def _fail(rule: str, problems: List[str]) -> None:
+    if problems:
+        pytest.fail(f"{rule}:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+def test_the_store_imports_neither_celery_nor_the_rest_of_the_package():
+    problems = []
+    for imp in IMPORTS:
+        if not _within(imp.importer, STORE):
+            continue
+        top = imp.target.partition(".")[0]
+        if top in FORBIDDEN_IN_STORE:
+            problems.append(f"{imp.where()}  (the store may not import {top})")
+        elif _within(imp.target, PACKAGE) and not _within(imp.target, STORE):
+            problems.append(f"{imp.where()}  (the store may not import {imp.target})")
+    _fail("the store layer imports outside itself", problems)
+
+
+def test_outside_the_store_only_what_store_init_exports_is_used():
+    problems = [f"{imp.where()}  (imports {imp.target}; take the name from {STORE})"
+                for imp in IMPORTS
+                if not _within(imp.importer, STORE) and imp.target.startswith(STORE + ".")
+                and not any(_within(imp.importer, allowed) for allowed in STORE_SUBMODULES_ALLOWED_IN)]
+    _fail(f"a submodule of {STORE} is imported from outside it", problems)
+
+
+def _runs_first(importer: str, target: str) -> Iterator[str]:
+    """The package modules that must have run for the import of ``target``: each package above it that is
+    not already being imported (the importer's own), and ``target`` itself."""
+    parts = target.split(".")
+    for end in range(1, len(parts) + 1):
+        module = ".".join(parts[:end])
+        if module not in MODULES or module == importer:
+            continue
+        if end < len(parts) and _within(importer, module):
+            continue  # a package above the importer: it is importing the importer
+        yield module
+
+
+def _graph() -> Dict[str, Dict[str, Import]]:
+    graph: Dict[str, Dict[str, Import]] = {name: {} for name in MODULES}
+    for imp in IMPORTS:
+        if imp.module_level and _within(imp.target, PACKAGE):
+            for module in _runs_first(imp.importer, imp.target):
+                graph[imp.importer].setdefault(module, imp)
+    return graph
+
+
+def _components(graph: Dict[str, Dict[str, Import]]) -> List[List[str]]:
+    """Strongly connected components (Tarjan), each sorted, of more than one module."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    found: List[List[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def _shortest_cycle(graph: Dict[str, Dict[str, Import]], start: str, within: Set[str]) -> List[str]:
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(graph[node]):
+                if nxt == start:
+                    return paths[node] + [start]
+                if nxt in within and nxt not in paths:
+                    paths[nxt] = paths[node] + [nxt]
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"no cycle through {start}")
+
+
+def _short(name: str) -> str:
+    return name[len(PACKAGE) + 1:] if name != PACKAGE else PACKAGE
+
+
+def test_the_module_level_import_graph_has_no_cycle():
+    graph = _graph()
+    problems = []
+    for component in _components(graph):
+        cycle = _shortest_cycle(graph, component[0], set(component))
+        lines = [" -> ".join(_short(m) for m in cycle)]
+        lines += [f"    {graph[a][b].where()}" for a, b in zip(cycle, cycle[1:])]
+        if len(component) > len(cycle) - 1:
+            lines.append(f"    (all in one cycle group: {', '.join(_short(m) for m in component)})")
+        problems.append("\n".join(lines))
+    _fail("the package's module-level imports go round in a cycle", problems)
+
+
+def test_no_module_is_longer_than_the_limit():
+    problems = []
+    for name, path in MODULES.items():
+        count = len(path.read_text(encoding="utf-8").splitlines())
+        if count > MAX_LINES:
+            problems.append(f"{path.relative_to(ROOT.parent).as_posix()}: {count} lines")
+    _fail(f"modules longer than {MAX_LINES} lines", problems)
