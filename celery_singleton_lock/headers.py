@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from .arguments import is_digest
+from .encoding import is_digest
 
 __all__ = ["TOKEN", "ENQUEUE_TOKEN", "ENQUEUE_DIGEST", "RETRIES", "AFTER", "SKIPPED", "ALL", "library_headers",
            "enqueue_digest", "redelivered"]

@@ -41,6 +41,7 @@ _OPTIONS: Dict[str, Tuple[str, Any]] = {
 OPTION_NAMES = tuple(_OPTIONS)
 #: Every ``app.conf`` setting of the library; any other ``singleton_lock_*`` key is a typo.
 SETTING_NAMES = ("singleton_lock_url", "singleton_lock_prefix", "singleton_lock_transport_options",
+                 "singleton_lock_backend",
                  *(conf_key for conf_key, _ in _OPTIONS.values()))
 #: Task attributes with these prefixes are lock options; any other such name is a typo.
 _OPTION_PREFIXES = ("lock_", "on_lock")
@@ -74,6 +75,9 @@ class AppSettings:
     url: Union[str, Tuple[str, ...]]
     prefix: str
     transport_options: Mapping[str, Any]
+    #: A lock store object given instead of a URL (``singleton_lock_backend``: the in-memory
+    #: backend in unit tests); ``None`` when the store is opened from ``url``.
+    backend: Any = None
 
 
 def _fail(task: str, message: str) -> ConfigurationError:
@@ -258,6 +262,9 @@ def _refuse_unknown_settings(conf: Mapping[str, Any]) -> None:
 def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
     _refuse_unknown_settings(conf)
+    backend = conf.get("singleton_lock_backend")
+    if backend is not None:
+        return _with_backend(conf, backend)
     url = conf.get("singleton_lock_url")
     if url is None:
         url = _lock_url_from_broker(conf)
@@ -273,9 +280,7 @@ def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
         _check_scheme(one, in_quorum=isinstance(url, tuple))
     if isinstance(url, tuple):
         _refuse_duplicates(url)
-    prefix = conf.get("singleton_lock_prefix") or "singleton_lock"
-    if not isinstance(prefix, str) or any(c in prefix for c in "{} \n"):
-        raise ConfigurationError(f"singleton_lock_prefix {prefix!r} must be a string without braces or spaces")
+    prefix = _prefix(conf)
     transport = conf.get("singleton_lock_transport_options") or {}
     if not isinstance(transport, Mapping):
         raise ConfigurationError(
@@ -284,3 +289,23 @@ def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
         raise ConfigurationError(f"singleton_lock_url {redact(url)!r} is a Sentinel URL: name the monitored master "
                                  "in singleton_lock_transport_options={'master_name': ...}, as kombu does")
     return AppSettings(url=url, prefix=prefix, transport_options=dict(transport))
+
+
+def _prefix(conf: Mapping[str, Any]) -> str:
+    prefix = conf.get("singleton_lock_prefix") or "singleton_lock"
+    if not isinstance(prefix, str) or any(c in prefix for c in "{} \n"):
+        raise ConfigurationError(f"singleton_lock_prefix {prefix!r} must be a string without braces or spaces")
+    return prefix
+
+
+def _with_backend(conf: Mapping[str, Any], backend: Any) -> AppSettings:
+    """``singleton_lock_backend``: a store object instead of a URL; both at once is refused."""
+    if conf.get("singleton_lock_url") is not None:
+        raise ConfigurationError("set singleton_lock_url or singleton_lock_backend, not both")
+    missing = [name for name in ("acquire", "adopt", "renew", "release", "release_events") if
+               not callable(getattr(backend, name, None))]
+    if missing:
+        raise ConfigurationError(f"singleton_lock_backend {type(backend).__name__} is no lock backend: it lacks "
+                                 f"{', '.join(missing)} (see celery_singleton_lock.store.LockBackend)")
+    return AppSettings(url=f"<{type(backend).__name__}>", prefix=_prefix(conf), transport_options={},
+                       backend=backend)

@@ -18,7 +18,7 @@ from .childwatch import ChildWatch
 from .exceptions import ConfigurationError
 from .options import AppSettings, broker_url, resolve_settings
 from .store import (STORE_ERRORS, KeyLayout, Lease, LockBackend, ProbeFailed, Renewer, error_text, open_store,
-                    permanent_problem, probe, redact)
+                    permanent_problem, probe_store, redact)
 
 __all__ = ["LockRuntime", "runtime_for", "peek_runtime", "check_lock_store"]
 
@@ -36,7 +36,7 @@ class LockRuntime:
         self.settings = settings
         self.layout = KeyLayout(settings.prefix)
         # One Redis, a Redis Cluster, Sentinel's master, or a quorum of masters (a list of URLs).
-        self.store: LockBackend = open_store(settings.url, settings.transport_options)
+        self.store: LockBackend = settings.backend or open_store(settings.url, settings.transport_options)
         self.renewer = Renewer(self.store, on_lost=self.report_lost)
         self.hostname = socket.gethostname()
         self._child_watch: Optional[ChildWatch] = None
@@ -109,6 +109,8 @@ def check_lock_store(app: Any) -> Optional[str]:
     if not any(isinstance(task, LockedTask) for task in app.tasks.values()):
         return None
     settings = resolve_settings(app.conf)
+    if settings.backend is not None:
+        return None  # a store object handed in (the in-memory backend): nothing to connect to
     urls = settings.url if isinstance(settings.url, tuple) else (settings.url,)
     layout = KeyLayout(settings.prefix)
     problems, outages = [], []
@@ -131,7 +133,7 @@ def check_lock_store(app: Any) -> Optional[str]:
         try:
             for url, node in zip(urls, getattr(store, "nodes", None) or [store]):
                 try:
-                    probe(node, layout)
+                    probe_store(node, layout)
                 except ProbeFailed as failed:
                     if not isinstance(failed.error, STORE_ERRORS):
                         raise failed.error

@@ -12,7 +12,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import IO, Any, Deque, Dict, List, Optional, Sequence
 
-from ..store.admin import LockRecord
+from ..store import LockRecord
 
 __all__ = ["Tally", "LiveView", "format_event", "ROWS"]
 

@@ -28,8 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import redis
 
-from ..store.admin import LockRecord, scan_locks
-from ..store.keys import KeyLayout
+from ..store import KeyLayout, LockRecord, scan_locks
 from .config import DEFAULT_REDIS_URL, DemoConfig
 from .live import ROWS, LiveView, Tally, format_event
 from .namespace import Namespace

@@ -2,7 +2,7 @@
 
 A worker that starts against a misconfigured lock store (a wrong password, an
 ACL user without a command the scripts run, a read-only replica) would
-otherwise find out task by task. :func:`probe` runs every script of the
+otherwise find out task by task. :func:`probe_store` runs every script of the
 protocol, the way the worker sends it, on a throw-away lock of its own under
 the app's prefix (so the same key and channel patterns apply), then deletes
 what it wrote. Redis checks the commands inside a script against the caller's
@@ -19,7 +19,7 @@ from .backend import Completion, Holder, new_token
 from .redis_backend import RedisBackend
 from .keys import KeyLayout
 
-__all__ = ["probe", "ProbeFailed", "PROBE_TASK"]
+__all__ = ["probe_store", "ProbeFailed", "PROBE_TASK"]
 
 #: The task name the probe's keys are filed under (a name no Celery task has).
 PROBE_TASK = "celery_singleton_lock.probe"
@@ -58,7 +58,7 @@ def _subscribe(store: RedisBackend, channel: str, timeout: float = 5.0) -> None:
         pubsub.close()
 
 
-def probe(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000) -> None:
+def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000) -> None:
     """Run the protocol once on a probe lock; raise :class:`ProbeFailed` for the first error Redis answers.
 
     ``store`` is one Redis (a quorum is probed master by master). The probe lock
