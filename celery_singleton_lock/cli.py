@@ -34,7 +34,7 @@ import redis
 from celery.bin.base import handle_preload_options
 
 from .exceptions import ConfigurationError
-from .options import resolve_settings
+from .settings import resolve_settings
 from .runtime import LockRuntime, runtime_for
 from .store import LockRecord, clear_lock, error_text, find_locks, permanent_problem, redact, scan_locks
 

@@ -1,4 +1,4 @@
-"""Task options and app settings, resolved and validated once per task.
+"""Task options, resolved and validated once per task (app settings: :mod:`.settings`).
 
 A task option is an ordinary ``@app.task(...)`` keyword (Celery turns it into a
 class attribute). When the task leaves it unset, the app-wide default
@@ -10,16 +10,13 @@ worker's start), so a wrong value never surfaces inside a running worker.
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
-from urllib.parse import parse_qsl, urlsplit
 
 from .exceptions import ConfigurationError
-from .store import redact
 
-__all__ = ["LockOptions", "AppSettings", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
-           "resolve_settings", "broker_url", "OPTION_NAMES", "refuse_unknown_options"]
+__all__ = ["LockOptions", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options", "OPTION_NAMES",
+           "SETTING_NAMES", "refuse_unknown_options"]
 
 SCOPES = ("running", "queued", "queued_or_running")
 ON_LOCKED = ("skip", "retry", "wait", "raise")
@@ -66,18 +63,6 @@ class LockOptions:
     def at_enqueue(self) -> bool:
         """Whether ``apply_async`` takes a lock before publishing."""
         return self.scope != "running"
-
-
-@dataclass(frozen=True)
-class AppSettings:
-    """App-wide connection settings."""
-
-    url: Union[str, Tuple[str, ...]]
-    prefix: str
-    transport_options: Mapping[str, Any]
-    #: A lock store object given instead of a URL (``singleton_lock_backend``: the in-memory
-    #: backend in unit tests); ``None`` when the store is opened from ``url``.
-    backend: Any = None
 
 
 def _fail(task: str, message: str) -> ConfigurationError:
@@ -155,157 +140,3 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
                           "apply_async would block the caller until the queued copy has run; "
                           'use "skip", "raise" or "retry"')
     return options
-
-
-_SINGLE_SCHEMES = ("redis", "rediss", "unix")
-_TOPOLOGY_SCHEMES = ("redis+cluster", "rediss+cluster", "sentinel")
-#: Names of this host's loopback interface: one server, however it is spelled.
-_LOOPBACK = ("localhost", "127.0.0.1", "::1", "ip6-localhost")
-
-
-def _scheme(url: str) -> str:
-    return url.split("://", 1)[0].lower() if "://" in url else ""
-
-
-def _check_scheme(url: str, in_quorum: bool) -> None:
-    """One Redis, a Cluster or Sentinel (as redis-py and kombu spell them); a quorum lists single masters."""
-    parts = [p.strip() for p in url.split(";") if p.strip()] or [url]
-    schemes = {_scheme(p) for p in parts}
-    allowed = _SINGLE_SCHEMES if in_quorum else _SINGLE_SCHEMES + _TOPOLOGY_SCHEMES
-    if len(parts) > 1 and schemes != {"sentinel"}:
-        raise ConfigurationError(f"singleton_lock_url {redact(url)!r}: only sentinel:// URLs may be joined with ';'")
-    if not schemes <= set(allowed):
-        spelled = ", ".join(f"{s}://" for s in allowed)
-        where = " in a quorum list (independent masters)" if in_quorum else ""
-        raise ConfigurationError(f"singleton_lock_url {redact(url)!r}: scheme must be one of {spelled}{where}")
-    for part in parts:
-        _check_host(part, url)
-
-
-def _check_host(part: str, url: str) -> None:
-    """Refuse a URL that names no server: redis-py would pick localhost, a different Redis on every host."""
-    scheme = _scheme(part)
-    try:
-        pieces = urlsplit(part)
-        if scheme == "unix":
-            named = bool(pieces.path.strip("/"))
-        elif scheme.endswith("+cluster"):
-            named = any(node.strip() for node in pieces.netloc.rpartition("@")[2].split(","))
-        else:
-            named = bool(pieces.hostname)
-            pieces.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as exc:
-        raise ConfigurationError(f"singleton_lock_url {redact(url)!r} cannot be read: {exc}") from exc
-    if not named:
-        what = "socket path" if scheme == "unix" else "host"
-        raise ConfigurationError(
-            f"singleton_lock_url {redact(url)!r} names no {what}: redis-py would use localhost, a different Redis "
-            "on every machine, which keeps nothing from running twice across hosts; set singleton_lock_url to "
-            "the Redis every worker and publisher shares")
-
-
-def _server(url: str) -> Tuple[str, str, int, int]:
-    """(kind, host or socket path, port, db) of a single-server URL, however it is spelled."""
-    pieces = urlsplit(url)
-    query = dict(parse_qsl(pieces.query))
-    if _scheme(url) == "unix":
-        db = query.get("db", "0")
-        return "unix", os.path.normpath(pieces.path), 0, int(db) if db.isdigit() else 0
-    host = (pieces.hostname or "").rstrip(".").lower()
-    host = "localhost" if host in _LOOPBACK else host
-    path = pieces.path.strip("/") or query.get("db", "0")
-    return "tcp", host, pieces.port or 6379, int(path) if path.isdigit() else 0
-
-
-def _refuse_duplicates(urls: Sequence[str]) -> None:
-    """A quorum of one server named twice is no quorum: no fault tolerance, and false lost-lock reports."""
-    seen: Dict[Tuple[str, str, int, int], str] = {}
-    for url in urls:
-        server = _server(url)
-        if server in seen:
-            kind, host, port, db = server
-            where = f"socket {host}" if kind == "unix" else f"{host}:{port}"
-            raise ConfigurationError(
-                f"singleton_lock_url names one Redis server twice: {redact(seen[server])!r} and {redact(url)!r} "
-                f"are both {where} db {db}; a quorum lock needs independent masters: list each once")
-        seen[server] = url
-
-
-def broker_url(conf: Mapping[str, Any]) -> str:
-    """The app's (first) broker URL as Celery reads it: CELERY_BROKER_URL (``celery -b``) overrides it."""
-    broker = getattr(conf, "broker_url", None) or conf.get("broker_url") or ""
-    broker = broker[0] if isinstance(broker, (list, tuple)) and broker else broker
-    return broker if isinstance(broker, str) else ""
-
-
-def _lock_url_from_broker(conf: Mapping[str, Any]) -> str:
-    """The broker URL, when it is a Redis one; else there is no safe default."""
-    broker = broker_url(conf)
-    if _scheme(broker) in ("redis", "rediss", "unix", "socket"):
-        return broker.split(";", 1)[0]
-    spelled = f"the broker {redact(broker)!r} is not Redis" if broker else "no broker URL is set"
-    raise ConfigurationError(
-        f"singleton_lock_url is not set and {spelled}: set app.conf.singleton_lock_url to the Redis URL that "
-        "every worker and publisher shares (a localhost default would be a different Redis on every host, "
-        "and keep nothing from running twice across hosts)")
-
-
-def _refuse_unknown_settings(conf: Mapping[str, Any]) -> None:
-    """A misspelled ``singleton_lock_*`` setting would leave the default in force without a word."""
-    for name in conf.keys():
-        if isinstance(name, str) and name.startswith("singleton_lock_") and name not in SETTING_NAMES:
-            close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.5)
-            hint = f"did you mean {close[0]}?" if close else f"the settings are {', '.join(SETTING_NAMES)}"
-            raise ConfigurationError(f"unknown setting app.conf.{name}: {hint}")
-
-
-def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
-    """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
-    _refuse_unknown_settings(conf)
-    backend = conf.get("singleton_lock_backend")
-    if backend is not None:
-        return _with_backend(conf, backend)
-    url = conf.get("singleton_lock_url")
-    if url is None:
-        url = _lock_url_from_broker(conf)
-    if isinstance(url, (list, tuple)):
-        if not url or not all(isinstance(u, str) for u in url):
-            raise ConfigurationError(f"singleton_lock_url must be a URL or a non-empty list of URLs, not "
-                                     f"{redact([u for u in url if isinstance(u, str)])!r} ({len(url)} item(s))")
-        url = tuple(url)
-    elif not isinstance(url, str):
-        raise ConfigurationError(f"singleton_lock_url must be a URL string or a list of them, not "
-                                 f"{type(url).__name__}")
-    for one in (url if isinstance(url, tuple) else (url,)):
-        _check_scheme(one, in_quorum=isinstance(url, tuple))
-    if isinstance(url, tuple):
-        _refuse_duplicates(url)
-    prefix = _prefix(conf)
-    transport = conf.get("singleton_lock_transport_options") or {}
-    if not isinstance(transport, Mapping):
-        raise ConfigurationError(
-            f"singleton_lock_transport_options must be a dict of redis-py options, not {type(transport).__name__}")
-    if isinstance(url, str) and url.lower().startswith("sentinel://") and not transport.get("master_name"):
-        raise ConfigurationError(f"singleton_lock_url {redact(url)!r} is a Sentinel URL: name the monitored master "
-                                 "in singleton_lock_transport_options={'master_name': ...}, as kombu does")
-    return AppSettings(url=url, prefix=prefix, transport_options=dict(transport))
-
-
-def _prefix(conf: Mapping[str, Any]) -> str:
-    prefix = conf.get("singleton_lock_prefix") or "singleton_lock"
-    if not isinstance(prefix, str) or any(c in prefix for c in "{} \n"):
-        raise ConfigurationError(f"singleton_lock_prefix {prefix!r} must be a string without braces or spaces")
-    return prefix
-
-
-def _with_backend(conf: Mapping[str, Any], backend: Any) -> AppSettings:
-    """``singleton_lock_backend``: a store object instead of a URL; both at once is refused."""
-    if conf.get("singleton_lock_url") is not None:
-        raise ConfigurationError("set singleton_lock_url or singleton_lock_backend, not both")
-    missing = [name for name in ("acquire", "adopt", "renew", "release", "release_events") if
-               not callable(getattr(backend, name, None))]
-    if missing:
-        raise ConfigurationError(f"singleton_lock_backend {type(backend).__name__} is no lock backend: it lacks "
-                                 f"{', '.join(missing)} (see celery_singleton_lock.store.LockBackend)")
-    return AppSettings(url=f"<{type(backend).__name__}>", prefix=_prefix(conf), transport_options={},
-                       backend=backend)

@@ -16,7 +16,7 @@ from typing import Any, Optional, Tuple, Union
 from . import signals
 from .childwatch import ChildWatch
 from .exceptions import ConfigurationError
-from .options import AppSettings, broker_url, resolve_settings
+from .settings import AppSettings, broker_url, resolve_settings
 from .store import (STORE_ERRORS, KeyLayout, Lease, LockBackend, ProbeFailed, Renewer, error_text, open_store,
                     permanent_problem, probe_store, redact)
 

@@ -26,7 +26,8 @@ from celery import Task
 from . import headers
 from .arguments import ArgumentKey, LockKeySpec
 from .handle import ExecutionLock
-from .options import LockOptions, refuse_unknown_options, resolve_options, resolve_settings
+from .options import LockOptions, refuse_unknown_options, resolve_options
+from .settings import resolve_settings
 from .publish import CallOptions, publish_locked
 from .run import current_lock, run_guarded
 

@@ -36,19 +36,19 @@ from __future__ import annotations
 import logging
 import os
 import random
-import select
 import threading
 import time
-from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 
 from .backend import NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .redis_backend import RedisBackend
 from .errors import error_text
+from .fanout import Failed, FanOut, Results, column_counts, most_seen
+from .quorum_events import QuorumReleaseEvents, subscribed
 
 __all__ = ["QuorumBackend", "QuorumUnavailable"]
 
@@ -71,28 +71,10 @@ class QuorumUnavailable(redis.exceptions.ConnectionError):
         self.quorum = quorum
 
 
-class _Failed:
-    """A master's call that raised."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-    def __repr__(self) -> str:
-        return f"<failed {self.error!r}>"
-
-
-Results = Dict[int, Any]  # master index -> its answer, or _Failed; a master missing did not answer in time
-
-
-class QuorumBackend:
+class QuorumBackend(FanOut):
     """The lock protocol on N independent Redis masters, decided by majority."""
 
     records_completions = False
-
-    #: Calls one master may have queued before it is treated as unreachable, whatever its speed.
-    max_in_flight = 256
 
     def __init__(self, clients: Sequence[Any], *, node_timeout: float = 0.25, clock_drift: float = 0.01,
                  split_retries: int = 2, split_retry_delay: float = 0.05,
@@ -119,82 +101,8 @@ class QuorumBackend:
         """The first master's client (diagnostics; every master holds the same keys)."""
         return self.nodes[0].client
 
-    # -- fan-out ---------------------------------------------------------------------------------
-    def _queues(self) -> List[ThreadPoolExecutor]:
-        """One worker thread per master: calls to a master run in the order they were made.
-
-        Order matters: a release must never overtake the acquire it undoes (on
-        another connection it could, and the late acquire would leave the lock
-        behind on that master).
-        """
-        with self._guard:
-            if self._executors is None or self._executor_pid != os.getpid():
-                # A forked child cannot use its parent's threads: start its own.
-                self._executors = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"singleton-lock-quorum-{i}")
-                                   for i in range(len(self.nodes))]
-                self._executor_pid = os.getpid()
-                self._in_flight = [0] * len(self.nodes)
-                self._busy_since = [None] * len(self.nodes)
-            return self._executors
-
-    def _run(self, index: int, call: Callable[[RedisBackend], Any]) -> Any:
-        self._busy_since[index] = time.monotonic()
-        try:
-            return call(self.nodes[index])
-        finally:
-            with self._guard:
-                self._in_flight[index] -= 1
-                self._busy_since[index] = None
-
-    def _stuck(self, index: int) -> bool:
-        """A call has run longer than ``node_timeout`` (paused master, black-holed network), or too many wait."""
-        since = self._busy_since[index]
-        return (since is not None and time.monotonic() - since > self.node_timeout) or \
-            self._in_flight[index] >= self.max_in_flight
-
-    def _broadcast(self, call: Callable[[RedisBackend], Any], indices: Optional[Iterable[int]] = None,
-                   decided: Optional[Callable[[Results], bool]] = None) -> Results:
-        """Run ``call`` on each master in parallel; answers within ``node_timeout`` (or until decided)."""
-        return self._fan_out(call, indices, decided)[0]
-
-    def _fan_out(self, call: Callable[[RedisBackend], Any], indices: Optional[Iterable[int]] = None,
-                 decided: Optional[Callable[[Results], bool]] = None) -> Tuple[Results, Dict[int, Future]]:
-        """:meth:`_broadcast`, also returning the calls still running, by master.
-
-        A master whose current call hangs past ``node_timeout`` (paused, or its
-        network black-holed) is counted as failed at once instead of queueing more
-        calls behind it, so one sick master cannot slow every acquire down.
-        """
-        queues = self._queues()
-        futures: Dict[Future, int] = {}
-        results: Results = {}
-        for i in (range(len(self.nodes)) if indices is None else indices):
-            with self._guard:
-                busy = self._stuck(i)
-                if not busy:
-                    self._in_flight[i] += 1
-            if busy:
-                results[i] = _Failed(redis.exceptions.TimeoutError(f"master {i}: earlier calls still unanswered"))
-            else:
-                futures[queues[i].submit(self._run, i, call)] = i
-        pending = set(futures)
-        deadline = time.monotonic() + self.node_timeout
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            done, pending = wait(pending, timeout=remaining, return_when=FIRST_COMPLETED)
-            for future in done:
-                try:
-                    results[futures[future]] = future.result()
-                except Exception as exc:  # a master that is down, slow, or answered an error
-                    results[futures[future]] = _Failed(exc)
-            if decided is not None and decided(results):
-                break
-        return results, {futures[f]: f for f in pending}
-
     def _unavailable(self, what: str, results: Results) -> QuorumUnavailable:
-        errors = {i: r.error for i, r in results.items() if isinstance(r, _Failed)}
+        errors = {i: r.error for i, r in results.items() if isinstance(r, Failed)}
         silent = [i for i in range(len(self.nodes)) if i not in results]
         detail = "; ".join([f"master {i}: {error_text(e)}" for i, e in sorted(errors.items())]
                            + [f"master {i}: no answer within {self.node_timeout:g}s" for i in silent])
@@ -255,7 +163,7 @@ class QuorumBackend:
         if len(grants) + len(conflicts) + not_ours < q:
             raise self._unavailable(f"lock {key}", results)
         if conflicts:
-            conflict = _most_seen(conflicts)
+            conflict = most_seen(conflicts)
             if grants and len(conflicts) < q and not adopting:
                 return _Split(conflict)  # racing acquirers split the vote: retry after a random delay
             return conflict
@@ -288,7 +196,7 @@ class QuorumBackend:
     # -- release and renew -----------------------------------------------------------------------
     def _tally(self, results: Results, confirmations: Sequence[int]) -> List[Optional[bool]]:
         """Per item: True when a majority confirmed, False when a majority cannot, None when unknown."""
-        silent = len(self.nodes) - sum(1 for r in results.values() if not isinstance(r, _Failed))
+        silent = len(self.nodes) - sum(1 for r in results.values() if not isinstance(r, Failed))
         return [True if count >= self.quorum else False if count + silent < self.quorum else None
                 for count in confirmations]
 
@@ -318,7 +226,7 @@ class QuorumBackend:
         if not items:
             return []
         results = self._broadcast(lambda node: node.release_many(items))
-        counts = _column_counts(results, len(items))
+        counts = column_counts(results, len(items))
         return [bool(verdict) for verdict in self._tally(results, counts)]
 
     def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
@@ -327,8 +235,8 @@ class QuorumBackend:
             return []
         results = self._broadcast(
             lambda node: node.renew(items),
-            decided=lambda r: min(_column_counts(r, len(items))) >= self.quorum)  # all confirmed: done
-        verdicts = self._tally(results, _column_counts(results, len(items)))
+            decided=lambda r: min(column_counts(r, len(items))) >= self.quorum)  # all confirmed: done
+        verdicts = self._tally(results, column_counts(results, len(items)))
         if any(verdict is None for verdict in verdicts):
             raise self._unavailable(f"renewal of {len(items)} lock(s)", results)
         return [bool(verdict) for verdict in verdicts]
@@ -347,7 +255,7 @@ class QuorumBackend:
             info = results[index]
             if isinstance(info, dict):
                 return dict(info, master=str(index))
-        if not any(not isinstance(r, _Failed) for r in results.values()):
+        if not any(not isinstance(r, Failed) for r in results.values()):
             raise self._unavailable(f"holder of {key}", results)
         return None
 
@@ -358,7 +266,7 @@ class QuorumBackend:
             pubsubs = []
             for node in self.nodes:
                 try:
-                    pubsubs.append(stack.enter_context(_subscribed(node, key)))
+                    pubsubs.append(stack.enter_context(subscribed(node, key)))
                 except (redis.RedisError, OSError) as exc:
                     logger.debug("singleton lock: cannot subscribe to %s on a master: %s", key, error_text(exc))
             yield QuorumReleaseEvents(pubsubs)
@@ -383,79 +291,3 @@ class _Split:
 
     def __init__(self, conflict: Conflict) -> None:
         self.conflict = conflict
-
-
-def _most_seen(conflicts: Sequence[Conflict]) -> Conflict:
-    """The holder most masters report (ties: the first seen)."""
-    counts = Counter(c.task_id for c in conflicts)
-    best = max(counts.values())
-    return next(c for c in conflicts if counts[c.task_id] == best)
-
-
-def _column_counts(results: Results, size: int) -> List[int]:
-    counts = [0] * size
-    for answer in results.values():
-        if isinstance(answer, list):
-            for i, ok in enumerate(answer[:size]):
-                counts[i] += 1 if ok else 0
-    return counts
-
-
-@contextmanager
-def _subscribed(node: RedisBackend, key: str) -> Iterator[Any]:
-    pubsub = node.client.pubsub(ignore_subscribe_messages=True)
-    try:
-        pubsub.subscribe(key)
-        yield pubsub
-    finally:
-        try:
-            pubsub.close()
-        except Exception:  # pragma: no cover
-            pass
-
-
-class QuorumReleaseEvents:
-    """Release announcements from several masters; the first one wakes the waiter."""
-
-    def __init__(self, pubsubs: List[Any]) -> None:
-        self._pubsubs = pubsubs
-        self._never = threading.Event()
-
-    def _announced(self) -> bool:
-        for pubsub in self._pubsubs:
-            try:
-                while True:
-                    message = pubsub.get_message(timeout=0)
-                    if message is None:
-                        break
-                    if message.get("type") == "message":
-                        return True
-            except (redis.RedisError, OSError):
-                continue
-        return False
-
-    def _sockets(self) -> List[Any]:
-        socks = []
-        for pubsub in self._pubsubs:
-            sock = getattr(getattr(pubsub, "connection", None), "_sock", None)
-            if sock is not None:
-                socks.append(sock)
-        return socks
-
-    def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; ``True`` when any master announced the release."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self._announced():
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            socks = self._sockets()
-            if not socks:  # no master reachable: the caller's next acquire will say so
-                self._never.wait(remaining)
-                return False
-            try:
-                select.select(socks, [], [], min(remaining, 0.5))
-            except (OSError, ValueError):
-                self._never.wait(min(remaining, 0.05))
