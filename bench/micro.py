@@ -160,11 +160,11 @@ def _variants(url: str, extra_urls: Sequence[str]) -> Dict[str, Tuple[Cycle, Cal
         out["celery-once backend"] = (celery_once, nothing)
 
     try:
-        from celery_singleton.backends.redis import RedisBackend
+        from celery_singleton.backends.redis import RedisBackend as SingletonBackend
     except ImportError:  # pragma: no cover
-        RedisBackend = None
-    if RedisBackend is not None:
-        single = RedisBackend(url)
+        SingletonBackend = None
+    if SingletonBackend is not None:
+        single = SingletonBackend(url)
 
         def celery_singleton() -> None:
             single.lock("SINGLETONLOCK_bench", "bench-task-id", expiry=30)

@@ -53,6 +53,14 @@ def _runtime(ctx: click.Context) -> LockRuntime:
     return runtime_for(app)
 
 
+def _client(runtime: LockRuntime) -> Any:
+    """The Redis client of the app's lock store (``locks`` reads Redis itself to list and show)."""
+    client = getattr(runtime.store, "client", None)
+    if client is None:
+        _fail(f"the lock store {type(runtime.store).__name__} is no Redis server: `locks` works on one")
+    return client
+
+
 def _fail(message: str) -> NoReturn:
     click.echo(f"locks: {message}", err=True)
     sys.exit(1)
@@ -126,7 +134,7 @@ def _table(records: Sequence[LockRecord]) -> str:
 
 
 def _one(runtime: LockRuntime, key: str) -> LockRecord:
-    found = find_locks(runtime.store.client, runtime.layout, key)
+    found = find_locks(_client(runtime), runtime.layout, key)
     if not found:
         _fail(f"no lock named {key!r} under prefix {runtime.layout.prefix!r} (released already, or a typo?)")
     if len(found) > 1:
@@ -151,7 +159,7 @@ def locks(ctx: click.Context) -> None:
 def list_(ctx: click.Context, task: Optional[str], as_json: bool) -> None:
     """List held locks: task, key digest, holder task id, host, pid, age, TTL left, stale/lost flags."""
     runtime = _runtime(ctx)
-    records: List[LockRecord] = sorted(scan_locks(runtime.store.client, runtime.layout, task),
+    records: List[LockRecord] = sorted(scan_locks(_client(runtime), runtime.layout, task),
                                        key=lambda r: (r.task, r.since_ms or 0))
     if as_json:
         click.echo(json.dumps([_public(r) for r in records], indent=2))
@@ -211,7 +219,7 @@ def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bo
         click.echo(result.message, err=not result.cleared)
         sys.exit(0 if result.cleared else 1)
     cleared = kept = 0
-    for record in scan_locks(runtime.store.client, runtime.layout, task):
+    for record in scan_locks(_client(runtime), runtime.layout, task):
         if record.live:
             kept += 1
             continue

@@ -8,7 +8,7 @@ message keeps the enqueue lock it carries and the retry it belongs to.
 from __future__ import annotations
 
 import random
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from celery.exceptions import Retry
 
@@ -43,7 +43,7 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
     countdown = jittered(options.retry_delay)
     if request.is_eager:
         return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
-    ours = {headers.RETRIES: done + 1 if counted else done}
+    ours: Dict[str, Any] = {headers.RETRIES: done + 1 if counted else done}
     if attempt.enqueue_token:  # keep the queue slot for the next try
         ours.update({headers.ENQUEUE_TOKEN: attempt.enqueue_token, headers.ENQUEUE_DIGEST: attempt.queued_digest})
     if attempt.after:

@@ -25,7 +25,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .redis_backend import Client, RedisBackend
+from .backend import LockBackend
+from .redis_backend import Client
 from .keys import KeyLayout
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
@@ -223,7 +224,7 @@ class ClearResult:
     message: str
 
 
-def clear_lock(store: RedisBackend, record: LockRecord, *, force: bool = False) -> ClearResult:
+def clear_lock(store: LockBackend, record: LockRecord, *, force: bool = False) -> ClearResult:
     """Delete ``record``'s lock if it still has the token that was read, refusing a live one unless ``force``."""
     who = f"task {record.task_id or '?'} on {record.host or '?'} pid {record.pid or '?'}"
     if record.live and not force:
