@@ -12,14 +12,14 @@
 -- ARGV[9] - fencing floor (optional; see next_fence in _common.lua)
 -- Returns {1, fence} when taken (or already ours: asking again with the same token and state,
 -- after a reply lost to a broken connection, is not a conflict with ourselves), or
--- {0, task_id, host, pid, since, pttl, hb, state, token_matches} describing the holder.
+-- {0, task_id, host, pid, since, pttl, hb, state, token_matches} describing the holder
+-- (holder_reply in _common.lua).
 local h = redis.call('hmget', KEYS[1], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state', 'fence')
 if h[1] then
   if h[1] == ARGV[1] and h[7] == ARGV[8] then
     return {1, tonumber(h[8])}
   end
-  return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', KEYS[1]),
-          h[6] or '', h[7] or '', h[1] == ARGV[1] and 1 or 0}
+  return holder_reply(KEYS[1], h, h[1] == ARGV[1])
 end
 local fence = next_fence(KEYS[2], ARGV[9])
 redis.call('hset', KEYS[1], 'token', ARGV[1], 'fence', fence, 'task_id', ARGV[3], 'host', ARGV[4],

@@ -25,8 +25,7 @@ if queued[1] ~= ARGV[1] or queued[2] ~= 'queued' then
   if KEYS[1] == KEYS[2] then
     local h = redis.call('hmget', KEYS[2], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state')
     if h[1] then
-      return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', KEYS[2]),
-              h[6] or '', h[7] or '', h[1] == ARGV[1] and 1 or 0}
+      return holder_reply(KEYS[2], h, h[1] == ARGV[1])
     end
   end
   return {2}
@@ -34,8 +33,7 @@ end
 if KEYS[1] ~= KEYS[2] then
   local h = redis.call('hmget', KEYS[2], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state')
   if h[1] then
-    return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', KEYS[2]),
-            h[6] or '', h[7] or '', 0}
+    return holder_reply(KEYS[2], h, false)
   end
   redis.call('del', KEYS[1])
 end
