@@ -141,7 +141,7 @@ def exercise_everything(server: AclServer) -> None:
 
 def test_the_documented_line_names_single_commands_under_one_prefix(documented):
     assert documented.user == "singleton_lock"
-    assert "eval" in documented.commands and "script|load" in documented.commands
+    assert "evalsha" in documented.commands and "script|load" in documented.commands
     assert documented.setuser_args("p", "pw")[:6] == ["singleton_lock", "reset", "on", ">pw", "~p:*", "&p:*"]
 
 
