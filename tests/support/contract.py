@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Protocol, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
 from celery_singleton_lock.store import Completion, Conflict, Grant, Holder, LockBackend, LockKeys, NotOurs
 
@@ -53,6 +53,13 @@ def check(fn: Callable[[Bench], None]) -> Callable[[Bench], None]:
 
 def _token(name: str) -> str:
     return f"token-{name}"
+
+
+def _info(backend: LockBackend, key: str) -> Mapping[str, str]:
+    """The fields of a lock that must be held."""
+    info = backend.holder(key)
+    assert info is not None, f"{key} is free"
+    return info
 
 
 def _take(bench: Bench, key: str, fence: str, token: str, ttl_ms: int = LONG_MS, task_id: str = "task-a",
@@ -131,7 +138,7 @@ def acquire_takes_a_free_lock_and_reports_a_held_one(bench: Bench) -> None:
     assert (conflict.state, conflict.same_token) == ("running", False)
     assert 0 < conflict.pttl_ms <= LONG_MS
     # and the lock is still the first holder's
-    assert bench.backend.holder(keys.lock)["token"] == _token("a")
+    assert _info(bench.backend, keys.lock)["token"] == _token("a")
 
 
 @check
@@ -159,8 +166,8 @@ def acquire_with_the_same_token_in_another_state_is_a_same_token_conflict(bench:
     assert isinstance(met_queued, Conflict) and (met_queued.state, met_queued.same_token) == ("queued", True)
     assert isinstance(met_running, Conflict) and (met_running.state, met_running.same_token) == ("running", True)
     # and nothing changed
-    assert bench.backend.holder(keys.lock)["state"] == "queued"
-    assert bench.backend.holder(other.lock)["state"] == "running"
+    assert _info(bench.backend, keys.lock)["state"] == "queued"
+    assert _info(bench.backend, other.lock)["state"] == "running"
 
 
 @check
@@ -204,7 +211,7 @@ def release_deletes_only_under_its_own_token(bench: Bench) -> None:
     _take(bench, keys.lock, keys.fence, _token("a"))
     # When another token releases it, then nothing happens
     assert backend.release(keys.lock, _token("b")) is False
-    assert backend.holder(keys.lock)["token"] == _token("a")
+    assert _info(backend, keys.lock)["token"] == _token("a")
     # When its own token releases it, then it is gone; a second release is harmless
     assert backend.release(keys.lock, _token("a")) is True
     assert backend.holder(keys.lock) is None
@@ -212,7 +219,7 @@ def release_deletes_only_under_its_own_token(bench: Bench) -> None:
     # and a release of a key the next holder took does not touch the next holder's lock
     _take(bench, keys.lock, keys.fence, _token("c"))
     assert backend.release(keys.lock, _token("a")) is False
-    assert backend.holder(keys.lock)["token"] == _token("c")
+    assert _info(backend, keys.lock)["token"] == _token("c")
 
 
 @check
@@ -224,7 +231,7 @@ def release_many_answers_per_pair_in_order(bench: Bench) -> None:
     result = bench.backend.release_many([(one.lock, _token("1")), (two.lock, _token("x")), (three.lock, "none")])
     # then each pair gets its own answer, in order, and only the right token deleted
     assert result == [True, False, False]
-    assert bench.backend.holder(one.lock) is None and bench.backend.holder(two.lock)["token"] == _token("2")
+    assert bench.backend.holder(one.lock) is None and _info(bench.backend, two.lock)["token"] == _token("2")
     assert bench.backend.release_many([]) == []
 
 
@@ -243,8 +250,8 @@ def renew_extends_only_a_running_lock_still_held(bench: Bench) -> None:
                             (taken.lock, _token("mine"), LONG_MS), (gone.lock, _token("g"), LONG_MS)])
     # then only the running lock still held is extended; the answers come in order
     assert result == [True, False, False, False]
-    assert int(backend.holder(running.lock)["pttl"]) > bench.short_ms
-    assert backend.holder(queued.lock)["token"] == _token("q") and backend.holder(gone.lock) is None
+    assert int(_info(backend, running.lock)["pttl"]) > bench.short_ms
+    assert _info(backend, queued.lock)["token"] == _token("q") and backend.holder(gone.lock) is None
     assert backend.renew([]) == []
 
 
@@ -257,14 +264,14 @@ def requeue_then_adopt_by_token_on_the_same_key(bench: Bench) -> None:
     first = _take(bench, keys.lock, keys.fence, _token("p"))
     # When its holder hands it back to the queue (self.retry())
     assert backend.requeue(keys.lock, _token("p"), 5_000) is True
-    info = backend.holder(keys.lock)
+    info = _info(backend, keys.lock)
     assert (info["token"], info["state"], info["ttl"]) == (_token("p"), "queued", "5000")
     assert 0 < int(info["pttl"]) <= 5_000
     # and the retry adopts it by that token
     adopted = backend.adopt(keys.lock, keys.lock, keys.fence, _token("p"), _token("n"), LONG_MS, holder("task-n"))
     # then it runs under its own token with a larger fence
     assert isinstance(adopted, Grant) and adopted.fence > first
-    info = backend.holder(keys.lock)
+    info = _info(backend, keys.lock)
     assert (info["token"], info["state"], info["task_id"]) == (_token("n"), "running", "task-n")
     # and asking again (a lost reply) is the same grant, while the old token adopts nothing
     assert backend.adopt(keys.lock, keys.lock, keys.fence, _token("p"), _token("n"), LONG_MS, holder()) == adopted
@@ -282,7 +289,7 @@ def requeue_then_adopt_by_token_from_a_separate_queued_key(bench: Bench) -> None
     # then the enqueue lock is gone, and the run lock is the delivery's with a larger fence
     assert isinstance(adopted, Grant) and adopted.fence > queued
     assert backend.holder(keys.queued) is None
-    assert (backend.holder(keys.lock)["token"], backend.holder(keys.lock)["state"]) == (_token("t"), "running")
+    assert (_info(backend, keys.lock)["token"], _info(backend, keys.lock)["state"]) == (_token("t"), "running")
     # and asking again (a lost reply) is the same grant
     assert backend.adopt(keys.queued, keys.lock, keys.fence, _token("e"), _token("t"), LONG_MS, holder()) == adopted
     # Given it ran and was handed back to the queue, when a retry adopts it on the run key, then it runs
@@ -298,7 +305,7 @@ def requeue_needs_the_token(bench: Bench) -> None:
     _take(bench, keys.lock, keys.fence, _token("a"))
     assert backend.requeue(keys.lock, _token("b"), 5_000) is False
     assert backend.requeue(bench.keys().lock, _token("a"), 5_000) is False
-    info = backend.holder(keys.lock)
+    info = _info(backend, keys.lock)
     assert (info["token"], info["state"]) == (_token("a"), "running")
 
 
@@ -317,7 +324,7 @@ def adopt_of_an_enqueue_lock_that_is_not_ours_is_not_ours(bench: Bench) -> None:
                                 holder())
         assert isinstance(outcome, NotOurs), (name, outcome)
         assert backend.holder(run_key) is None, name
-    assert backend.holder(other.queued)["token"] == _token("someone")
+    assert _info(backend, other.queued)["token"] == _token("someone")
 
 
 @check
@@ -330,7 +337,7 @@ def adopt_when_the_run_key_is_held_is_a_conflict(bench: Bench) -> None:
     # When we adopt, then we meet the runner (same_token false: it is never us), and keep our slot
     met = backend.adopt(split.queued, split.lock, split.fence, _token("e"), _token("t"), LONG_MS, holder())
     assert isinstance(met, Conflict) and (met.task_id, met.state, met.same_token) == ("task-x", "running", False)
-    assert backend.holder(split.queued)["token"] == _token("e")
+    assert _info(backend, split.queued)["token"] == _token("e")
     # Even when the runner's token is our enqueue token, same_token stays false on separate keys
     twin = bench.keys()
     _take(bench, twin.queued, twin.fence, _token("e"), state="queued")
@@ -349,8 +356,8 @@ def adopt_when_the_run_key_is_held_is_a_conflict(bench: Bench) -> None:
         _take(bench, held.lock, held.fence, _token("x"), task_id="task-x", state=state)
         met = backend.adopt(held.lock, held.lock, held.fence, _token("p"), _token("t"), LONG_MS, holder())
         assert isinstance(met, Conflict) and (met.state, met.same_token) == (state, False), (state, met)
-        assert backend.holder(held.lock)["token"] == _token("x")
-    assert backend.holder(one.lock)["token"] == _token("p")
+        assert _info(backend, held.lock)["token"] == _token("x")
+    assert _info(backend, one.lock)["token"] == _token("p")
 
 
 # -- completions -----------------------------------------------------------------------------------
@@ -421,7 +428,7 @@ def a_lock_runs_out_after_its_ttl(bench: Bench) -> None:
     keys, backend = bench.keys(), bench.backend
     # Given a lock with a short lease that nobody renews
     first = _take(bench, keys.lock, keys.fence, _token("a"), ttl_ms=bench.short_ms)
-    assert 0 < int(backend.holder(keys.lock)["pttl"]) <= bench.short_ms
+    assert 0 < int(_info(backend, keys.lock)["pttl"]) <= bench.short_ms
     # When the lease has run out
     bench.elapse(bench.short_ms + 50)
     # Then the key is free, the next holder gets a larger fence, and the old token changes nothing
@@ -430,7 +437,7 @@ def a_lock_runs_out_after_its_ttl(bench: Bench) -> None:
     assert backend.renew([(keys.lock, _token("a"), LONG_MS)]) == [False]
     assert backend.release(keys.lock, _token("a")) is False
     assert backend.requeue(keys.lock, _token("a"), LONG_MS) is False
-    assert backend.holder(keys.lock)["token"] == _token("b")
+    assert _info(backend, keys.lock)["token"] == _token("b")
 
 
 @check
@@ -527,7 +534,7 @@ def holder_reports_the_lock_fields(bench: Bench) -> None:
     assert backend.holder(keys.lock) is None
     # Given a lock taken, then its fields are the holder's, as text
     fence = _take(bench, keys.lock, keys.fence, _token("a"), ttl_ms=LONG_MS, task_id="task-a")
-    info = backend.holder(keys.lock)
+    info = _info(backend, keys.lock)
     assert set(info) == {"token", "fence", "task_id", "host", "pid", "since", "ttl", "hb", "state", "pttl"}
     assert {k: v for k, v in info.items() if k != "pttl"} == {
         "token": _token("a"), "fence": str(fence), "task_id": "task-a", "host": "host-a", "pid": "4242",
@@ -535,4 +542,4 @@ def holder_reports_the_lock_fields(bench: Bench) -> None:
     assert 0 < int(info["pttl"]) <= LONG_MS
     # When a redelivered copy of its message meets it, then the lock says so
     assert backend.mark_redelivered(keys.lock, "task-a") is True
-    assert backend.holder(keys.lock)["redelivered"] == "1"
+    assert _info(backend, keys.lock)["redelivered"] == "1"
