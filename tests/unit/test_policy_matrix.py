@@ -466,3 +466,97 @@ def test_the_deliveries_are_what_the_publisher_sends(worlds, scope):
     assert (lock["token"], lock["task_id"], lock["state"]) == (message[headers.ENQUEUE_TOKEN], M, "queued")
     assert fresh.store.keys() == [fresh.keys.queued]
 
+
+# -- beyond the static cells: the holder lets go while a copy waits --------------------------------
+
+def test_given_a_waiting_duplicate_when_the_holder_releases_then_it_runs(worlds):
+    world = worlds("running", "wait")
+    setup = given(world, "first", "running", None)
+    world.store.meanwhile(world.keys.lock, lambda: world.store.release(world.keys.lock, "token-x"))
+    fence = world.store.fence(world.keys.fence)
+
+    decision, _ = world.execute(setup.message)
+
+    assert isinstance(decision, Run) and decision.grant.fence == fence + 1
+    assert world.store.holder(world.keys.lock)["token"] == TOKEN
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_given_a_retry_waiting_for_its_predecessor_when_it_lets_go_then_the_retry_runs(worlds, scope):
+    world = worlds(scope, "skip")
+    setup = given(world, "retry", "running", None)
+    if scope == "queued_or_running":  # the predecessor hands the lock over as it ends
+        world.store.meanwhile(world.keys.lock, lambda: world.store.requeue(world.keys.lock, "token-p", QUEUE_TTL_MS))
+    else:  # the predecessor releases as it ends
+        world.store.meanwhile(world.keys.lock, lambda: world.store.release(world.keys.lock, "token-p"))
+
+    decision, attempt = world.execute(setup.message)
+
+    assert isinstance(decision, Run), decision
+    assert world.store.holder(world.keys.lock)["token"] == TOKEN and attempt.enqueue_token is None
+
+
+@pytest.mark.parametrize("on_locked", ON_LOCKED)
+def test_given_queueds_waiting_copy_when_the_run_lock_is_held_then_it_keeps_its_slot_uncounted(worlds, on_locked):
+    # Given the queued scope's one queued copy (its own enqueue lock) and a running one (another call)
+    world = worlds("queued", on_locked)
+    setup = given(world, "first", "own", None)
+    world.hold(world.keys.lock, "token-x", OTHER)
+    before = world.store.snapshot()
+    # When the queued copy starts while the other still runs
+    decision, attempt = world.execute(setup.message)
+    # Then it is no duplicate: back to the queue, not counted, keeping its place (after waiting, with "wait")
+    assert isinstance(decision, Requeue) and decision.counted is False, decision
+    assert decision.conflict.task_id == OTHER
+    assert attempt.enqueue_token == "token-e" and world.store.snapshot() == before
+
+
+def test_given_queueds_waiting_copy_that_waits_when_the_runner_releases_then_it_adopts_its_slot(worlds):
+    world = worlds("queued", "wait")
+    setup = given(world, "first", "own", None)
+    world.hold(world.keys.lock, "token-x", OTHER)
+    world.store.meanwhile(world.keys.lock, lambda: world.store.release(world.keys.lock, "token-x"))
+
+    decision, attempt = world.execute(setup.message)
+
+    assert isinstance(decision, Run), decision
+    assert world.store.keys() == [world.keys.lock] and attempt.enqueue_token is None
+
+
+def test_given_a_redelivery_when_the_first_delivery_finishes_meanwhile_then_later_copies_know_it_ran(worlds):
+    # Given an acks_late message running, and a redelivered copy of it watching its lock
+    world = worlds("running", "skip")
+    setup = given(world, "redelivered", "running", "alive")
+    done = Completion(world.keys.done, M, QUEUE_TTL_MS, always=False)
+    world.store.meanwhile(world.keys.lock, lambda: world.store.release(world.keys.lock, "token-m0", done))
+    # When the first delivery finishes while the copy watches, then the copy stores nothing
+    decision, _ = world.execute(setup.message)
+    assert isinstance(decision, Ignored)
+    # and the release noted the completion (the copy had marked the lock), so a copy handed out
+    # after that is ignored without taking the lock
+    assert world.store.completed(world.keys.done, M)
+    decision, _ = world.execute(setup.message)
+    assert isinstance(decision, Ignored) and world.store.keys() == []
+    # while a first delivery of that message (not redelivered) is not second-guessed
+    decision, _ = world.execute(dict(setup.message, delivery_info={}))
+    assert isinstance(decision, Run)
+
+
+@pytest.mark.parametrize("fate", ["alive", "dead"])
+@pytest.mark.parametrize("scope", ["queued", "queued_or_running"])
+def test_given_a_redelivered_copy_naming_its_adopted_enqueue_lock_then_the_redelivery_guard_judges_it(
+        worlds, scope, fate):
+    # Given the first delivery of M adopted its enqueue lock and runs, and the broker hands M out
+    # again with the same headers (its enqueue token, adopted and gone)
+    world = worlds(scope, "raise")
+    setup = given(world, "redelivered", "running", fate)
+    message = dict(setup.message, **{headers.ENQUEUE_TOKEN: "token-e", headers.ENQUEUE_DIGEST: world.digest})
+    # When the copy starts
+    decision, attempt = world.execute(message)
+    # Then the token is no longer its to adopt, and the copy is judged as a redelivery: it stores
+    # nothing while that delivery is alive, and runs once its lease ran out
+    assert attempt.enqueue_token is None
+    if fate == "alive":
+        assert isinstance(decision, Ignored), decision
+    else:
+        assert isinstance(decision, Run), decision
