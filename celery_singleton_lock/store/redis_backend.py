@@ -113,7 +113,12 @@ class RedisBackend:
         return bool(self._mark_redelivered(keys=(key,), args=(task_id,)))
 
     def completed(self, done_key: str, task_id: str) -> bool:
-        return self.client.zscore(done_key, task_id) is not None
+        """The note's score is when it runs out (server clock, ms): compared with the server's time."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zscore(done_key, task_id)
+        pipe.time()
+        until, (seconds, micros) = pipe.execute()
+        return until is not None and float(until) > seconds * 1000 + micros // 1000
 
     def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
         """One pipelined round trip for all of them."""

@@ -19,12 +19,6 @@ from celery_singleton_lock.store import KeyLayout, LockKeys, RedisBackend, open_
 from tests.support.contract import CHECKS
 
 #: Where RedisBackend departs from the contract the in-memory backend keeps: check -> why.
-DISCREPANCIES = {
-    "completions_are_forgotten_each_after_its_own_remember_ms": (
-        "RedisBackend.completed() asks ZSCORE only, and every RELEASE that notes a completion moves the whole "
-        "done set's expiry forward, so an earlier task id is remembered until the latest note's remember_ms "
-        "(or the next note's pruning) has passed, not its own"),
-}
 
 
 class RedisBench:
@@ -57,13 +51,7 @@ def bench(test_env: Dict[str, str], lock_redis: redis.Redis) -> Iterator[RedisBe
             lock_redis.delete(key)
 
 
-def _marked(name: str):
-    if name in DISCREPANCIES:
-        return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=DISCREPANCIES[name]))
-    return name
-
-
-@pytest.mark.parametrize("name", [_marked(name) for name in CHECKS])
+@pytest.mark.parametrize("name", list(CHECKS))
 def test_redis_backend_keeps_the_contract(bench, name):
     CHECKS[name](bench)
 
