@@ -13,10 +13,10 @@ from .heartbeat import Lease, Renewer
 from .keys import DEFAULT_PREFIX, KeyLayout, LockKeys
 from .memory import MemoryBackend
 from .probe import ProbeFailed, probe_store
-from .redis_backend import RedisBackend
+from .redis_backend import RedisBackend, RestartWait
 
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
-           "Completion", "new_token", "RedisBackend", "MemoryBackend", "KeyLayout", "LockKeys", "DEFAULT_PREFIX",
+           "Completion", "new_token", "RedisBackend", "RestartWait", "MemoryBackend", "KeyLayout", "LockKeys", "DEFAULT_PREFIX",
            "Lease", "Renewer", "connect", "open_store", "redact", "STORE_ERRORS", "error_text", "is_permanent",
            "permanent_problem", "ProbeFailed", "probe_store", "LockRecord", "ClearResult", "scan_locks", "read_lock",
            "find_locks", "clear_lock"]

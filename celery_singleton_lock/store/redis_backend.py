@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import redis
 from redis.cluster import RedisCluster
@@ -20,7 +20,7 @@ from redis.cluster import RedisCluster
 from . import scripts
 from .backend import NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 
-__all__ = ["RedisBackend", "Client"]
+__all__ = ["RedisBackend", "Client", "RestartWait"]
 
 #: What a backend talks to: one Redis (or Sentinel's master), or a Redis Cluster.
 Client = Union[redis.Redis, RedisCluster]
@@ -50,14 +50,28 @@ def _int_or_none(value: Any) -> Optional[int]:
         return None
 
 
-def floor_arg(fence_floor: int) -> Tuple[int, ...]:
-    """The optional fencing floor ARGV (a quorum's proposal); nothing when there is none."""
-    return (int(fence_floor),) if fence_floor > 0 else ()
+def grant_args(fence_floor: int, seen: bool) -> Tuple[int, int]:
+    """The fencing floor (a quorum's proposal, 0 for none) and whether the caller was granted a
+    lock of the task on this server before (see restart_wait in lua/_common.lua)."""
+    return int(fence_floor), 1 if seen else 0
+
+
+class RestartWait(redis.exceptions.ConnectionError):
+    """The server started without its data less than a lease ago: no grant until every lock it
+    may have lost has expired or been taken back by its live holder (an outage: it passes)."""
+
+    def __init__(self, wait_ms: int) -> None:
+        super().__init__(f"the lock store started without its data less than a lease ago: grants wait "
+                         f"{wait_ms} ms more, until every lock it may have lost has expired or been taken back")
+        self.wait_ms = wait_ms
 
 
 def outcome(reply: Sequence[Any]) -> Union[Grant, Conflict, NotOurs]:
-    """ACQUIRE's and ADOPT's reply: {1, fence}, {0, holder...} or {2} (not ours)."""
+    """ACQUIRE's and ADOPT's reply: {1, fence}, {0, holder...}, {2} (not ours) or {3, ms} (raised:
+    :class:`RestartWait`)."""
     status = int(reply[0])
+    if status == 3:
+        raise RestartWait(int(reply[1]))
     if status == 1:
         return Grant(fence=int(reply[1]))
     if status == 0:
@@ -81,22 +95,29 @@ class RedisBackend:
         self._adopt = client.register_script(scripts.ADOPT)
         self._requeue = client.register_script(scripts.REQUEUE)
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
+        #: Fencing counters of the tasks this backend was granted a lock of (one per task).
+        self._seen: Set[str] = set()
 
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running", *, fence_floor: int = 0) -> Outcome:
         """Take ``key`` if free; ``fence_floor`` (a quorum's proposal) lifts the fencing counter."""
-        reply = self._acquire(keys=(key, fence_key),
-                              args=(*holder_args(token, ttl_ms, holder), state, *floor_arg(fence_floor)))
-        result = outcome(reply)
-        assert not isinstance(result, NotOurs)
-        return result
+        reply = self._acquire(keys=(key, fence_key), args=(*holder_args(token, ttl_ms, holder), state,
+                                                          *grant_args(fence_floor, fence_key in self._seen)))
+        return self._granted(fence_key, outcome(reply))
 
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str, ttl_ms: int,
               holder: Holder, *, fence_floor: int = 0) -> Union[Grant, Conflict, NotOurs]:
         """Turn an enqueue lock handed over by token into a running lock."""
         reply = self._adopt(keys=(queued_key, key, fence_key),
-                            args=(queued_token, *holder_args(token, ttl_ms, holder), *floor_arg(fence_floor)))
-        return outcome(reply)
+                            args=(queued_token, *holder_args(token, ttl_ms, holder),
+                                  *grant_args(fence_floor, fence_key in self._seen)))
+        return self._granted(fence_key, outcome(reply))
+
+    def _granted(self, fence_key: str, result: Any) -> Any:
+        """Remember the tasks granted here: if their counter is gone later, the server lost its data."""
+        if isinstance(result, Grant):
+            self._seen.add(fence_key)
+        return result
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         return bool(self._requeue(keys=(key,), args=(token, ttl_ms)))

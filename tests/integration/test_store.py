@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout, Lease, RedisBackend, Renewer
+from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout, Lease, RedisBackend, Renewer, RestartWait
 from celery_singleton_lock.store import new_token
 from tests.support.waits import wait_for
 
@@ -77,12 +77,77 @@ def test_release_needs_the_token_even_after_expiry_and_retake(store):
 def test_scripts_survive_script_flush_and_a_restart(store, redis_server):
     key = LAYOUT.lock("job", "d3")
     store.client.script_flush()
-    assert isinstance(store.acquire(key, FENCE, "a", 5000, holder()), Grant)
+    first = store.acquire(key, FENCE, "a", 5000, holder())
+    assert isinstance(first, Grant)
     redis_server.stop()
     redis_server.start()
     store.client.connection_pool.disconnect()
-    assert isinstance(store.acquire(key, FENCE, "a", 5000, holder()), Grant)  # empty server, scripts reloaded
+    # An empty server, scripts reloaded: the live holder takes its lock back at its renewal, and
+    # asking again under its token is the same grant.
     assert store.renew([(key, "a", 5000)]) == [True]
+    assert isinstance(store.acquire(key, FENCE, "a", 5000, holder()), Grant)
+
+
+def test_a_restart_without_data_between_two_holders_gives_the_second_a_larger_fence(redis_server):
+    # Given a holder of a key that released it, and a server that then restarted empty
+    client = redis.Redis.from_url(redis_server.url)
+    store = RedisBackend(client)
+    key = LAYOUT.lock("job", "restart")
+    first = store.acquire(key, FENCE, "a", 1000, holder("a"))
+    assert isinstance(first, Grant) and store.release(key, "a")
+    redis_server.stop()
+    redis_server.start()
+    client.connection_pool.disconnect()
+    try:
+        # When the next holder asks: the server waits a lease first (it cannot know that the lost
+        # locks were released), then grants, with a fence larger than the first holder's
+        with pytest.raises(RestartWait):
+            store.acquire(key, FENCE, "b", 1000, holder("b"))
+        second = wait_for(lambda: _granted(store, key, "b"), 4, interval=0.1, what="a grant after the lease")
+        assert second.fence > first.fence
+        # and a process that never held a lock of the task there is not held back
+        other = RedisBackend(redis.Redis.from_url(redis_server.url))
+        assert isinstance(other.acquire(LAYOUT.lock("job", "fresh"), LAYOUT.fence("fresh-task"), "c", 1000,
+                                        holder("c")), Grant)
+    finally:
+        store.close()
+
+
+def test_a_live_holder_takes_its_lock_back_after_a_restart_and_nobody_else_gets_it(redis_server):
+    client = redis.Redis.from_url(redis_server.url)
+    holder_store, rival = RedisBackend(client), RedisBackend(redis.Redis.from_url(redis_server.url))
+    key = LAYOUT.lock("job", "retake")
+    assert isinstance(rival.acquire(LAYOUT.lock("job", "warm"), FENCE, "w", 1000, holder("w")), Grant)
+    assert isinstance(holder_store.acquire(key, FENCE, "a", 1500, holder("a")), Grant)
+    redis_server.stop()
+    redis_server.start()
+    client.connection_pool.disconnect()
+    try:
+        with pytest.raises(RestartWait):  # the rival saw the task's counter here: it waits
+            rival.acquire(key, FENCE, "b", 1500, holder("b"))
+        assert holder_store.renew([(key, "a", 1500)]) == [True]  # taken back under its token
+        wait_for(lambda: not _waits(rival, key), 4, interval=0.1, what="the lease after the restart")
+        conflict = rival.acquire(key, FENCE, "b", 1500, holder("b"))
+        assert isinstance(conflict, Conflict)  # still the first holder's
+    finally:
+        holder_store.close()
+        rival.close()
+
+
+def _granted(store, key, token):
+    try:
+        outcome = store.acquire(key, FENCE, token, 1000, holder(token))
+    except RestartWait:
+        return None
+    return outcome if isinstance(outcome, Grant) else None
+
+
+def _waits(store, key):
+    try:
+        store.acquire(key, FENCE, "probe", 1500, holder("probe"))
+    except RestartWait:
+        return True
+    return False
 
 
 def test_fencing_tokens_strictly_increase_across_holders(store):
@@ -140,8 +205,11 @@ def test_a_vanished_lock_is_marked_lost_and_the_thread_stops_when_idle(store):
     renewer = Renewer(store, on_lost=lambda lease, reason: lost.append((lease.key, reason)))
     renewer.idle_linger = 0.1
     key = LAYOUT.lock("job", "gone")
-    store.acquire(key, FENCE, "tok", 3000, holder())
-    lease = Lease(key, "tok", ttl=3.0, heartbeat=0.1, confirmed_at=time.monotonic())
+    # A lock missing from a server that started less than a lease ago is taken back by its
+    # holder (the server may have lost it in a restart): this server is older than the lease.
+    wait_for(lambda: store.client.info("server")["uptime_in_seconds"] >= 1, 3, what="the server to be 1 s old")
+    store.acquire(key, FENCE, "tok", 1000, holder())
+    lease = Lease(key, "tok", ttl=1.0, heartbeat=0.1, confirmed_at=time.monotonic())
     renewer.hold(lease)
     assert renewer.running
     store.client.delete(key)  # taken away behind the holder's back

@@ -150,7 +150,7 @@ def acquire_again_with_the_same_token_and_state_is_the_same_grant(bench: Bench) 
     again = bench.backend.acquire(keys.lock, keys.fence, _token("a"), LONG_MS, holder())
     assert again == Grant(fence=fence)
     later = _take(bench, bench.keys().lock, keys.fence, _token("other-key"))
-    assert later == fence + 1
+    assert later > fence
 
 
 @check

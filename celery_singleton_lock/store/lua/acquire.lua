@@ -9,17 +9,28 @@
 -- ARGV[6] - since, ms since the epoch
 -- ARGV[7] - heartbeat period, ms
 -- ARGV[8] - state: "running", or "queued" for an enqueue lock
--- ARGV[9] - fencing floor (optional; see next_fence in _common.lua)
+-- ARGV[9] - fencing floor, 0 for none (see next_fence in _common.lua)
+-- ARGV[10] - '1' when the caller was granted a lock of the task here before (restart_wait)
 -- Returns {1, fence} when taken (or already ours: asking again with the same token and state,
--- after a reply lost to a broken connection, is not a conflict with ourselves), or
+-- after a reply lost to a broken connection, is not a conflict with ourselves),
 -- {0, task_id, host, pid, since, pttl, hb, state, token_matches} describing the holder
--- (holder_reply in _common.lua).
+-- (holder_reply in _common.lua), or {3, ms} when the server started without its data less
+-- than a lease ago and grants must wait that long still (restart_wait in _common.lua).
 local h = redis.call('hmget', KEYS[1], 'token', 'task_id', 'host', 'pid', 'since', 'hb', 'state', 'fence')
 if h[1] then
   if h[1] == ARGV[1] and h[7] == ARGV[8] then
-    return {1, tonumber(h[8])}
+    return {1, tonumber(h[8] or '0')}
   end
   return holder_reply(KEYS[1], h, h[1] == ARGV[1])
+end
+-- an enqueue lock lives lock_queue_ttl; the run lock it stands for, about three heartbeats
+local lease = ARGV[2]
+if ARGV[8] == 'queued' then
+  lease = tonumber(ARGV[7]) * 3
+end
+local wait = restart_wait(KEYS[2], lease, ARGV[10])
+if wait > 0 then
+  return {3, wait}
 end
 local fence = next_fence(KEYS[2], ARGV[9])
 redis.call('hset', KEYS[1], 'token', ARGV[1], 'fence', fence, 'task_id', ARGV[3], 'host', ARGV[4],

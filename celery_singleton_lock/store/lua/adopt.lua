@@ -10,15 +10,17 @@
 -- ARGV[6] - the holder's pid
 -- ARGV[7] - since, ms since the epoch
 -- ARGV[8] - heartbeat period, ms
--- ARGV[9] - fencing floor (optional; see next_fence in _common.lua)
+-- ARGV[9] - fencing floor, 0 for none (see next_fence in _common.lua)
+-- ARGV[10] - '1' when the caller was granted a lock of the task here before (restart_wait)
 -- Returns {1, fence} when adopted (or already adopted under the new token: a repeat after a
 -- lost reply), {0, task_id, host, pid, since, pttl, hb, state, token_matches} as acquire.lua
 -- when the running lock is held by someone else (token_matches 1 when that holder still runs
 -- under the enqueue token: a self.retry() not handed over yet), or {2} when the enqueue lock
--- is not ours any more (expired, revoked, or adopted by another delivery of the same message).
+-- is not ours any more (expired, revoked, or adopted by another delivery of the same message),
+-- or {3, ms} as acquire.lua when grants must still wait after a restart without data.
 local mine = redis.call('hmget', KEYS[2], 'token', 'fence')
 if mine[1] == ARGV[2] then
-  return {1, tonumber(mine[2])}
+  return {1, tonumber(mine[2] or '0')}
 end
 local queued = redis.call('hmget', KEYS[1], 'token', 'state')
 if queued[1] ~= ARGV[1] or queued[2] ~= 'queued' then
@@ -35,6 +37,12 @@ if KEYS[1] ~= KEYS[2] then
   if h[1] then
     return holder_reply(KEYS[2], h, false)
   end
+end
+local wait = restart_wait(KEYS[3], ARGV[3], ARGV[10])
+if wait > 0 then
+  return {3, wait}
+end
+if KEYS[1] ~= KEYS[2] then
   redis.call('del', KEYS[1])
 end
 local fence = next_fence(KEYS[3], ARGV[9])
