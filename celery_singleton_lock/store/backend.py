@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from os import urandom
-from typing import ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
            "Completion", "new_token"]
@@ -113,8 +113,10 @@ class LockBackend(Protocol):
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         """Hand a running lock back to the queue under the same token (for a retry to adopt)."""
 
-    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
-        """Extend each running ``(key, token, ttl_ms)`` still held; ``False`` where it is gone."""
+    def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
+        """Extend each running ``(key, token, ttl_ms, heartbeat_ms)`` still held; ``False`` where it
+        is gone. (The heartbeat may be left out: a third of the ttl.) A lock a restarted server lost
+        is taken back within its heartbeat of the start (see ``restart_wait`` in ``lua/_common.lua``)."""
 
     def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
         """Compare-and-delete; ``False`` when the lock was gone or held under another token."""

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from .redis_backend import RedisBackend
+from .redis_backend import RedisBackend, renew_args
 
 __all__ = ["ClusterBackend"]
 
@@ -57,16 +57,15 @@ class ClusterBackend(RedisBackend):
             return []
         return [bool(r) for r in self._batched(self._release, [((key,), (token,)) for key, token in items])]
 
-    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+    def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
         """Compare-and-extend: one ``RENEW`` per slot, pipelined per master."""
         if not items:
             return []
         by_slot: Dict[int, List[int]] = defaultdict(list)
-        for index, (key, _, _) in enumerate(items):
-            by_slot[self.client.keyslot(key)].append(index)
+        for index, item in enumerate(items):
+            by_slot[self.client.keyslot(item[0])].append(index)
         groups = list(by_slot.values())
-        calls = [([items[i][0] for i in group],
-                  [items[i][1] for i in group] + [items[i][2] for i in group]) for group in groups]
+        calls = [renew_args([items[i] for i in group]) for group in groups]
         results: List[bool] = [False] * len(items)
         for group, reply in zip(groups, self._renew_batches(calls)):
             for index, ok in zip(group, reply):
@@ -81,7 +80,8 @@ class ClusterBackend(RedisBackend):
             out = []
             for keys, args in calls:
                 n = len(keys)
-                out.append([self._renew(keys=[keys[i]], args=[args[i], args[n + i]])[0] for i in range(n)])
+                out.append([self._renew(keys=[keys[i]], args=[args[i], args[n + i], args[2 * n + i]])[0]
+                            for i in range(n)])
             return out
 
     def close(self) -> None:

@@ -190,7 +190,8 @@ class Renewer:
         started = self._clock()
         try:
             self.round_trips += 1
-            results = self._store.renew([(lease.key, lease.token, lease.ttl_ms) for lease in batch])
+            results = self._store.renew([(lease.key, lease.token, lease.ttl_ms, int(lease.heartbeat * 1000))
+                                        for lease in batch])
         except Exception as exc:
             logger.warning("singleton-lock heartbeat: renewing %d lock(s) failed, retrying: %s", len(batch),
                            error_text(exc))

@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .backend import NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 
@@ -116,10 +116,10 @@ class MemoryBackend:
             self._announce(key)
             return True
 
-    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+    def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
         with self._cond:
             out = []
-            for key, token, ttl_ms in items:
+            for key, token, ttl_ms, *_ in items:
                 lock = self._live(key)
                 ok = lock is not None and lock.fields["token"] == token and lock.fields["state"] == "running"
                 if ok:

@@ -229,7 +229,7 @@ class QuorumBackend(FanOut):
         counts = column_counts(results, len(items))
         return [bool(verdict) for verdict in self._tally(results, counts)]
 
-    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+    def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
         """Extend every (key, token, ttl_ms) on every master; a lock stays held while a majority confirm."""
         if not items:
             return []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 from redis.cluster import RedisCluster
@@ -50,10 +50,18 @@ def _int_or_none(value: Any) -> Optional[int]:
         return None
 
 
-def grant_args(fence_floor: int, seen: bool) -> Tuple[int, int]:
-    """The fencing floor (a quorum's proposal, 0 for none) and whether the caller was granted a
-    lock of the task on this server before (see restart_wait in lua/_common.lua)."""
-    return int(fence_floor), 1 if seen else 0
+def floor_arg(fence_floor: int) -> Tuple[int, ...]:
+    """The optional fencing floor ARGV (a quorum's proposal); nothing when there is none."""
+    return (int(fence_floor),) if fence_floor > 0 else ()
+
+
+def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
+    """RENEW's KEYS and ARGV for ``(key, token, ttl_ms[, heartbeat_ms])`` items (heartbeat
+    defaults to a third of the ttl, as a task's does)."""
+    keys = [item[0] for item in items]
+    args = ([item[1] for item in items] + [item[2] for item in items]
+            + [item[3] if len(item) > 3 else item[2] // 3 for item in items])
+    return keys, args
 
 
 class RestartWait(redis.exceptions.ConnectionError):
@@ -95,29 +103,22 @@ class RedisBackend:
         self._adopt = client.register_script(scripts.ADOPT)
         self._requeue = client.register_script(scripts.REQUEUE)
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
-        #: Fencing counters of the tasks this backend was granted a lock of (one per task).
-        self._seen: Set[str] = set()
 
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running", *, fence_floor: int = 0) -> Outcome:
         """Take ``key`` if free; ``fence_floor`` (a quorum's proposal) lifts the fencing counter."""
-        reply = self._acquire(keys=(key, fence_key), args=(*holder_args(token, ttl_ms, holder), state,
-                                                          *grant_args(fence_floor, fence_key in self._seen)))
-        return self._granted(fence_key, outcome(reply))
+        reply = self._acquire(keys=(key, fence_key),
+                              args=(*holder_args(token, ttl_ms, holder), state, *floor_arg(fence_floor)))
+        result = outcome(reply)
+        assert not isinstance(result, NotOurs)
+        return result
 
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str, ttl_ms: int,
               holder: Holder, *, fence_floor: int = 0) -> Union[Grant, Conflict, NotOurs]:
         """Turn an enqueue lock handed over by token into a running lock."""
         reply = self._adopt(keys=(queued_key, key, fence_key),
-                            args=(queued_token, *holder_args(token, ttl_ms, holder),
-                                  *grant_args(fence_floor, fence_key in self._seen)))
-        return self._granted(fence_key, outcome(reply))
-
-    def _granted(self, fence_key: str, result: Any) -> Any:
-        """Remember the tasks granted here: if their counter is gone later, the server lost its data."""
-        if isinstance(result, Grant):
-            self._seen.add(fence_key)
-        return result
+                            args=(queued_token, *holder_args(token, ttl_ms, holder), *floor_arg(fence_floor)))
+        return outcome(reply)
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         return bool(self._requeue(keys=(key,), args=(token, ttl_ms)))
@@ -150,12 +151,11 @@ class RedisBackend:
             self._release(keys=(key,), args=(token,), client=pipe)
         return [bool(r) for r in pipe.execute()]
 
-    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+    def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
         """All of them in one script call."""
         if not items:
             return []
-        keys = [key for key, _, _ in items]
-        args = [token for _, token, _ in items] + [ttl for _, _, ttl in items]
+        keys, args = renew_args(items)
         return [bool(r) for r in self._renew(keys=keys, args=args)]
 
     def close(self) -> None:

@@ -29,7 +29,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from .backend import Conflict, Grant, Holder, NotOurs, Outcome
-from .redis_backend import RedisBackend, grant_args, holder_args, outcome
+from .redis_backend import RedisBackend, floor_arg, holder_args, outcome, renew_args
 
 __all__ = ["ReplicaAckBackend", "ReplicaAckError"]
 
@@ -81,22 +81,21 @@ class ReplicaAckBackend(RedisBackend):
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running", *, fence_floor: int = 0) -> Outcome:
         reply, acked = self._then_wait(self._acquire, (key, fence_key),
-                                       (*holder_args(token, ttl_ms, holder), state,
-                                        *grant_args(fence_floor, fence_key in self._seen)))
-        return self._granted(fence_key, self._acknowledged(key, token, outcome(reply), acked))
+                                       (*holder_args(token, ttl_ms, holder), state, *floor_arg(fence_floor)))
+        result = self._acknowledged(key, token, outcome(reply), acked)
+        assert not isinstance(result, NotOurs)
+        return result
 
     def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
               ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Union[Grant, Conflict, NotOurs]:
         reply, acked = self._then_wait(self._adopt, (queued_key, key, fence_key),
-                                       (queued_token, *holder_args(token, ttl_ms, holder),
-                                        *grant_args(fence_floor, fence_key in self._seen)))
-        return self._granted(fence_key, self._acknowledged(key, token, outcome(reply), acked))
+                                       (queued_token, *holder_args(token, ttl_ms, holder), *floor_arg(fence_floor)))
+        return self._acknowledged(key, token, outcome(reply), acked)
 
-    def renew(self, items: Sequence[Tuple[str, str, int]]) -> List[bool]:
+    def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
         if not items:
             return []
-        keys = [key for key, _, _ in items]
-        args = [token for _, token, _ in items] + [ttl for _, _, ttl in items]
+        keys, args = renew_args(items)
         reply, acked = self._then_wait(self._renew, keys, args)
         if acked < self.replicas:
             logger.warning("singleton lock: renewal of %d lock(s) acknowledged by %d of %d replica(s); a "

@@ -44,7 +44,7 @@ def _script(name: str, *, common: bool = False) -> str:
 ACQUIRE = _script("acquire", common=True)
 RELEASE = _script("release")
 MARK_REDELIVERED = _script("mark_redelivered")
-RENEW = _script("renew")
+RENEW = _script("renew", common=True)
 ADOPT = _script("adopt", common=True)
 REQUEUE = _script("requeue")
 RAISE_FENCE = _script("raise_fence")

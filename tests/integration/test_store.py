@@ -99,16 +99,12 @@ def test_a_restart_without_data_between_two_holders_gives_the_second_a_larger_fe
     redis_server.start()
     client.connection_pool.disconnect()
     try:
-        # When the next holder asks: the server waits a lease first (it cannot know that the lost
-        # locks were released), then grants, with a fence larger than the first holder's
+        # When the next holder asks: the server waits a heartbeat first (it cannot know that the
+        # lost locks were released), then grants, with a fence larger than the first holder's
         with pytest.raises(RestartWait):
             store.acquire(key, FENCE, "b", 1000, holder("b"))
-        second = wait_for(lambda: _granted(store, key, "b"), 4, interval=0.1, what="a grant after the lease")
+        second = wait_for(lambda: _granted(store, key, "b"), 5, interval=0.1, what="a grant after the wait")
         assert second.fence > first.fence
-        # and a process that never held a lock of the task there is not held back
-        other = RedisBackend(redis.Redis.from_url(redis_server.url))
-        assert isinstance(other.acquire(LAYOUT.lock("job", "fresh"), LAYOUT.fence("fresh-task"), "c", 1000,
-                                        holder("c")), Grant)
     finally:
         store.close()
 
@@ -117,16 +113,16 @@ def test_a_live_holder_takes_its_lock_back_after_a_restart_and_nobody_else_gets_
     client = redis.Redis.from_url(redis_server.url)
     holder_store, rival = RedisBackend(client), RedisBackend(redis.Redis.from_url(redis_server.url))
     key = LAYOUT.lock("job", "retake")
-    assert isinstance(rival.acquire(LAYOUT.lock("job", "warm"), FENCE, "w", 1000, holder("w")), Grant)
+    wait_for(lambda: not _waits(holder_store, LAYOUT.lock("job", "warm")), 4, interval=0.1, what="a grant")
     assert isinstance(holder_store.acquire(key, FENCE, "a", 1500, holder("a")), Grant)
     redis_server.stop()
     redis_server.start()
     client.connection_pool.disconnect()
     try:
-        with pytest.raises(RestartWait):  # the rival saw the task's counter here: it waits
+        with pytest.raises(RestartWait):  # a heartbeat (+ 2 s) after the start, nobody is granted
             rival.acquire(key, FENCE, "b", 1500, holder("b"))
-        assert holder_store.renew([(key, "a", 1500)]) == [True]  # taken back under its token
-        wait_for(lambda: not _waits(rival, key), 4, interval=0.1, what="the lease after the restart")
+        assert holder_store.renew([(key, "a", 1500, 300)]) == [True]  # taken back under its token
+        wait_for(lambda: not _waits(rival, key), 5, interval=0.1, what="the wait after the restart")
         conflict = rival.acquire(key, FENCE, "b", 1500, holder("b"))
         assert isinstance(conflict, Conflict)  # still the first holder's
     finally:
@@ -144,9 +140,11 @@ def _granted(store, key, token):
 
 def _waits(store, key):
     try:
-        store.acquire(key, FENCE, "probe", 1500, holder("probe"))
+        outcome = store.acquire(key, FENCE, "probe", 1500, holder("probe"))
     except RestartWait:
         return True
+    if isinstance(outcome, Grant):
+        store.release(key, "probe")
     return False
 
 

@@ -31,24 +31,34 @@ local function next_fence(counter, floor)
   return fence
 end
 
--- restart_wait(counter, ttl, seen): how long grants of the task must still wait after the
--- server started without its data (ms; 0 when they need not). The caller has seen the task's
--- fencing counter on this server before (seen = '1') and it is gone: the server lost its data,
--- and with it maybe locks whose holders still run. Until a whole lease (ttl) has passed since
--- the server started, every such lock has either expired or been taken back by its live
--- holder's renewal (renew.lua), so no grant may come before. A caller that never saw the
--- counter (a fresh deployment, a new process) is not held back; a server that lost its data
--- longer than a lease ago (a flush, a failover) needs no wait.
+-- uptime_ms(): how long ago the server started, in ms (INFO counts whole seconds: the
+-- server may have started up to 1 s before the value returned).
+local function uptime_ms()
+  local info = redis.call('info', 'server')
+  return tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0') * 1000
+end
+
+-- restart_window(hb): how long after the server starts a lock it may have lost can still be
+-- taken back by its live holder (ms). A live holder renews within its heartbeat (hb), or, when
+-- its renewals failed while the server was down, within min(hb, 1 s) of the server's start;
+-- INFO's whole seconds add 1 s.
+local function restart_window(hb)
+  hb = tonumber(hb)
+  return hb + math.min(hb, 1000) + 1000
+end
+
+-- restart_wait(counter, hb): how long grants of the task must still wait after the server
+-- started (ms; 0 when they need not). A server that started without its data may have lost
+-- locks whose holders still run; within restart_window they take them back (renew.lua), and
+-- no grant may come before. The task's fencing counter marks that a grant came after that
+-- moment (or that the server kept its data), so the uptime is read only while it is missing.
 --   counter  the task's fencing counter's key
---   ttl      the lease length in ms (number as text)
---   seen     '1' when the caller was granted a lock of the task on this server before
-local function restart_wait(counter, ttl, seen)
-  if seen ~= '1' or redis.call('exists', counter) == 1 then
+--   hb       the task's heartbeat period in ms (number as text)
+local function restart_wait(counter, hb)
+  if redis.call('exists', counter) == 1 then
     return 0
   end
-  local up = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)') or '0')
-  -- whole seconds: the server may have started up to 1 s earlier than it says
-  local wait = tonumber(ttl) + 1000 - up * 1000
+  local wait = restart_window(hb) - uptime_ms()
   if wait > 0 then
     return wait
   end

@@ -9,8 +9,7 @@
 -- ARGV[6] - since, ms since the epoch
 -- ARGV[7] - heartbeat period, ms
 -- ARGV[8] - state: "running", or "queued" for an enqueue lock
--- ARGV[9] - fencing floor, 0 for none (see next_fence in _common.lua)
--- ARGV[10] - '1' when the caller was granted a lock of the task here before (restart_wait)
+-- ARGV[9] - fencing floor (optional; see next_fence in _common.lua)
 -- Returns {1, fence} when taken (or already ours: asking again with the same token and state,
 -- after a reply lost to a broken connection, is not a conflict with ourselves),
 -- {0, task_id, host, pid, since, pttl, hb, state, token_matches} describing the holder
@@ -23,12 +22,7 @@ if h[1] then
   end
   return holder_reply(KEYS[1], h, h[1] == ARGV[1])
 end
--- an enqueue lock lives lock_queue_ttl; the run lock it stands for, about three heartbeats
-local lease = ARGV[2]
-if ARGV[8] == 'queued' then
-  lease = tonumber(ARGV[7]) * 3
-end
-local wait = restart_wait(KEYS[2], lease, ARGV[10])
+local wait = restart_wait(KEYS[2], ARGV[7])
 if wait > 0 then
   return {3, wait}
 end

@@ -10,8 +10,7 @@
 -- ARGV[6] - the holder's pid
 -- ARGV[7] - since, ms since the epoch
 -- ARGV[8] - heartbeat period, ms
--- ARGV[9] - fencing floor, 0 for none (see next_fence in _common.lua)
--- ARGV[10] - '1' when the caller was granted a lock of the task here before (restart_wait)
+-- ARGV[9] - fencing floor (optional; see next_fence in _common.lua)
 -- Returns {1, fence} when adopted (or already adopted under the new token: a repeat after a
 -- lost reply), {0, task_id, host, pid, since, pttl, hb, state, token_matches} as acquire.lua
 -- when the running lock is held by someone else (token_matches 1 when that holder still runs
@@ -38,7 +37,7 @@ if KEYS[1] ~= KEYS[2] then
     return holder_reply(KEYS[2], h, false)
   end
 end
-local wait = restart_wait(KEYS[3], ARGV[3], ARGV[10])
+local wait = restart_wait(KEYS[3], ARGV[8])
 if wait > 0 then
   return {3, wait}
 end
