@@ -49,7 +49,7 @@ SCRIPT_COMMANDS: Dict[str, Tuple[str, ...]] = {
 }
 #: The commands of the protocol's other steps (see :mod:`.probe`).
 _STEP_COMMANDS: Dict[str, Tuple[str, ...]] = {
-    "holder": ("hgetall", "pttl"), "completed": ("zscore",), "subscribe": ("subscribe", "unsubscribe"),
+    "holder": ("hgetall", "pttl"), "subscribe": ("subscribe", "unsubscribe"),
     "connect": ("hello", "auth", "ping", "select"),
 }
 

@@ -115,12 +115,14 @@ class Renewer:
                 self._cond.notify()
 
     def drop(self, lease: Lease) -> None:
-        """Stop renewing ``lease``; call before releasing it in Redis."""
+        """Stop renewing ``lease``; call before releasing it in Redis.
+
+        The thread is not woken (a busy worker would wake it once per task): it finds at its
+        next tick that it holds nothing, and lingers from then on.
+        """
         with self._cond:
             lease.released = True
             self._leases.discard(lease)
-            if not self._leases:
-                self._cond.notify()  # idle now: start the linger
 
     def release_all(self) -> int:
         """Release every held lease (worker shutdown); returns how many were still ours."""

@@ -103,6 +103,7 @@ class RedisBackend:
         self._adopt = client.register_script(scripts.ADOPT)
         self._requeue = client.register_script(scripts.REQUEUE)
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
+        self._completed = client.register_script(scripts.COMPLETED)
 
     def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
                 state: str = "running", *, fence_floor: int = 0) -> Outcome:
@@ -135,12 +136,7 @@ class RedisBackend:
         return bool(self._mark_redelivered(keys=(key,), args=(task_id,)))
 
     def completed(self, done_key: str, task_id: str) -> bool:
-        """The note's score is when it runs out (server clock, ms): compared with the server's time."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zscore(done_key, task_id)
-        pipe.time()
-        until, (seconds, micros) = pipe.execute()
-        return until is not None and float(until) > seconds * 1000 + micros // 1000
+        return bool(self._completed(keys=(done_key,), args=(task_id,)))
 
     def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
         """One pipelined round trip for all of them."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-__all__ = ["ACQUIRE", "RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "RAISE_FENCE"]
+__all__ = ["ACQUIRE", "RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "RAISE_FENCE", "COMPLETED"]
 
 # Python 3.9's files() takes no namespace package and its joinpath takes one name at a time:
 # start from this module's package and step down with "/".
@@ -48,3 +48,4 @@ RENEW = _script("renew", common=True)
 ADOPT = _script("adopt", common=True)
 REQUEUE = _script("requeue")
 RAISE_FENCE = _script("raise_fence")
+COMPLETED = _script("completed")
