@@ -136,5 +136,8 @@ class LockBackend(Protocol):
     def release_events(self, key: str) -> ContextManager[ReleaseEvents]:
         """Subscribe to ``key``'s release announcements for the block (subscribe, then ask)."""
 
+    def epoch(self) -> Optional[str]:
+        """A value that changes when the store starts afresh (a restart); ``None``: cannot tell."""
+
     def close(self) -> None:
         """Drop connections and threads."""

@@ -16,7 +16,7 @@ masters) is retried one key at a time, which redis-py redirects with ``ASK``.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Optional, Any, Dict, List, Sequence, Tuple
 
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisError
@@ -83,6 +83,9 @@ class ClusterBackend(RedisBackend):
                 out.append([self._renew(keys=[keys[i]], args=[args[i], args[n + i], args[2 * n + i]])[0]
                             for i in range(n)])
             return out
+
+    def epoch(self) -> Optional[str]:
+        return None  # many servers: a restarted one is noticed at the next renewal
 
     def close(self) -> None:
         self.client.close()

@@ -80,6 +80,10 @@ class Renewer:
 
     #: How long an idle thread waits for a new lease before exiting.
     idle_linger = 1.0
+    #: How often, while leases are held, the thread asks whether the store restarted (its
+    #: :meth:`~.backend.LockBackend.epoch` changed): held locks it lost are then taken back at
+    #: once, within the wait that a restarted server imposes on new grants.
+    restart_check = 1.0
 
     def __init__(self, store: LockBackend, *, on_lost: Optional[LostCallback] = None,
                  clock: Clock = time.monotonic, name: str = "singleton-lock-heartbeat") -> None:
@@ -101,6 +105,8 @@ class Renewer:
         self._thread: Optional[threading.Thread] = None
         self._wake_at = float("inf")
         self._closed = False
+        self._epoch: Optional[str] = None
+        self._epoch_due = 0.0
 
     # -- the holder's side ---------------------------------------------------------------------
     def hold(self, lease: Lease) -> None:
@@ -174,12 +180,19 @@ class Renewer:
                     continue
                 idle_since = None
                 due = min(lease.next_due for lease in self._leases)
-                if due > now:
-                    self._wake_at = due
-                    self._cond.wait(due - now)
+                check = due > now and self._epoch_due <= now
+                if due > now and not check:
+                    self._wake_at = min(due, self._epoch_due)
+                    self._cond.wait(self._wake_at - now)
                     continue
                 batch = list(self._leases)
                 self._wake_at = float("inf")
+            if check:
+                if self._restarted():
+                    with self._cond:
+                        for lease in batch:
+                            lease.next_due = min(lease.next_due, self._clock())
+                continue
             try:
                 self._renew(batch)
             except Exception:  # never let the loop die: log and go on
@@ -187,6 +200,16 @@ class Renewer:
                 with self._cond:
                     for lease in batch:
                         lease.next_due = max(lease.next_due, self._clock() + lease.heartbeat / 2)
+
+    def _restarted(self) -> bool:
+        """Whether the store's epoch changed since the last look (errors count as "cannot tell")."""
+        self._epoch_due = self._clock() + self.restart_check
+        try:
+            epoch = self._store.epoch()
+        except Exception:
+            return False
+        previous, self._epoch = self._epoch, epoch
+        return previous is not None and epoch is not None and epoch != previous
 
     def _renew(self, batch: List[Lease]) -> None:
         started = self._clock()

@@ -171,6 +171,9 @@ class MemoryBackend:
             seen = self._releases.get(key, 0)
         yield MemoryReleaseEvents(self, key, seen)
 
+    def epoch(self) -> Optional[str]:
+        return None  # it never restarts
+
     def close(self) -> None:
         """Nothing to drop: the locks stay, as a Redis server's do when a client goes."""
 

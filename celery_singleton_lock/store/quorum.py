@@ -271,6 +271,12 @@ class QuorumBackend(FanOut):
                     logger.debug("singleton lock: cannot subscribe to %s on a master: %s", key, error_text(exc))
             yield QuorumReleaseEvents(pubsubs)
 
+    def epoch(self) -> Optional[str]:
+        """The masters' run ids (``?`` for one that did not answer): changes when any restarts."""
+        results = self._broadcast(lambda node: node.epoch())
+        return "|".join(str(results.get(i)) if isinstance(results.get(i), str) else "?"
+                        for i in range(len(self.nodes)))
+
     def close(self) -> None:
         for node in self.nodes:
             try:

@@ -154,6 +154,11 @@ class RedisBackend:
         keys, args = renew_args(items)
         return [bool(r) for r in self._renew(keys=keys, args=args)]
 
+    def epoch(self) -> Optional[str]:
+        """The server's run id: a new one after every restart."""
+        run_id = self.client.info("server").get("run_id")
+        return str(run_id) if run_id else None
+
     def close(self) -> None:
         pool = getattr(self.client, "connection_pool", None)
         if pool is not None:

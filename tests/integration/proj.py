@@ -276,3 +276,28 @@ if os.environ.get("CSL_BEAT_TASK"):
     app.conf.beat_schedule = {
         "every-second": {"task": f"tests.integration.proj.{os.environ['CSL_BEAT_TASK']}", "schedule": 1.0},
     }
+
+
+#: The downstream store of ``fenced``: refuses a write whose fence is smaller than the last one
+#: it accepted for the key, and logs every write (accepted or not) with what the writer knew.
+_FENCED_WRITE = """
+local last = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '-1')
+local ok = tonumber(ARGV[2]) >= last
+if ok then redis.call('hset', KEYS[1], ARGV[1], ARGV[2]) end
+redis.call('rpush', KEYS[2], ARGV[3])
+return ok and 1 or 0
+"""
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, on_locked="retry", lock_retry_delay=0.3)
+def fenced(self, key, duration=3.0, writes=3):
+    """A body that writes ``writes`` times, spread over ``duration``, to a fenced downstream store."""
+    started = time.time()
+    events().rpush("started", json.dumps(dict(task=self.name, id=self.request.id, key=key, start=started)))
+    for _ in range(writes):
+        time.sleep(duration / writes)
+        lock = self.lock
+        note = json.dumps(dict(id=self.request.id, key=key, fence=lock.fencing_token, lost=lock.lost, at=time.time()))
+        accepted = events().eval(_FENCED_WRITE, 2, "fenced:last", "fenced:writes", key, lock.fencing_token, note)
+        events().rpush("fenced:answers", json.dumps(dict(id=self.request.id, accepted=bool(accepted))))
+    _record("intervals", self, started, key=key)

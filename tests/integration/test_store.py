@@ -9,6 +9,7 @@ import redis
 
 from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout, Lease, RedisBackend, Renewer, RestartWait
 from celery_singleton_lock.store import new_token
+from tests.support.servers import RedisServer
 from tests.support.waits import wait_for
 
 LAYOUT = KeyLayout("t")
@@ -19,9 +20,17 @@ def holder(task_id="id-1"):
     return Holder(task_id=task_id, host="h", pid=1, since_ms=int(time.time() * 1000), heartbeat_ms=100)
 
 
+@pytest.fixture(scope="module")
+def module_server():
+    """One private server for the tests that neither stop nor pause it (flushed for each)."""
+    with RedisServer() as server:
+        yield server
+
+
 @pytest.fixture
-def store(redis_server):
-    client = redis.Redis.from_url(redis_server.url)
+def store(module_server):
+    client = redis.Redis.from_url(module_server.url)
+    client.flushall()
     yield RedisBackend(client)
     client.close()
 
@@ -35,10 +44,10 @@ def evalsha_calls(server_url: str) -> int:
 
 
 @pytest.mark.parametrize("pool_class", [redis.ConnectionPool, redis.BlockingConnectionPool])
-def test_the_installed_redis_py_hands_the_store_its_connections(redis_server, pool_class):
+def test_the_installed_redis_py_hands_the_store_its_connections(module_server, pool_class):
     # Each redis-py release the package declares checks connections out of its pools in its own
     # way (before 6 a command name is required); both pool kinds a URL or a user may choose work.
-    client = redis.Redis(connection_pool=pool_class.from_url(redis_server.url))
+    client = redis.Redis(connection_pool=pool_class.from_url(module_server.url))
     try:
         store = RedisBackend(client)
         key = LAYOUT.lock("job", "pool")
@@ -74,13 +83,14 @@ def test_release_needs_the_token_even_after_expiry_and_retake(store):
     assert store.release(key, "new") and store.release(key, "new") is False  # twice is harmless
 
 
-def test_scripts_survive_script_flush_and_a_restart(store, redis_server):
+def test_scripts_survive_script_flush_and_a_restart(redis_server):
+    store = RedisBackend(redis.Redis.from_url(redis_server.url))
     key = LAYOUT.lock("job", "d3")
     store.client.script_flush()
     first = store.acquire(key, FENCE, "a", 5000, holder())
     assert isinstance(first, Grant)
     redis_server.stop()
-    redis_server.start()
+    redis_server.start(settle=False)
     store.client.connection_pool.disconnect()
     # An empty server, scripts reloaded: the live holder takes its lock back at its renewal, and
     # asking again under its token is the same grant.
@@ -96,7 +106,7 @@ def test_a_restart_without_data_between_two_holders_gives_the_second_a_larger_fe
     first = store.acquire(key, FENCE, "a", 1000, holder("a"))
     assert isinstance(first, Grant) and store.release(key, "a")
     redis_server.stop()
-    redis_server.start()
+    redis_server.start(settle=False)
     client.connection_pool.disconnect()
     try:
         # When the next holder asks: the server waits a heartbeat first (it cannot know that the
@@ -116,7 +126,7 @@ def test_a_live_holder_takes_its_lock_back_after_a_restart_and_nobody_else_gets_
     wait_for(lambda: not _waits(holder_store, LAYOUT.lock("job", "warm")), 4, interval=0.1, what="a grant")
     assert isinstance(holder_store.acquire(key, FENCE, "a", 1500, holder("a")), Grant)
     redis_server.stop()
-    redis_server.start()
+    redis_server.start(settle=False)
     client.connection_pool.disconnect()
     try:
         with pytest.raises(RestartWait):  # a heartbeat (+ 2 s) after the start, nobody is granted
@@ -170,7 +180,7 @@ def _calls_and_trips(renewer: Renewer, server_url: str) -> tuple:
 
 
 @pytest.mark.parametrize("count", [1, 1000])
-def test_one_round_trip_renews_every_held_lock(store, redis_server, count):
+def test_one_round_trip_renews_every_held_lock(store, module_server, count):
     renewer = Renewer(store)
     leases = []
     now = time.monotonic()
@@ -184,11 +194,11 @@ def test_one_round_trip_renews_every_held_lock(store, redis_server, count):
         # The second renewal starts only when the first has ended: its NOSCRIPT, SCRIPT LOAD and
         # second EVALSHA are behind us, and every call counted below is one renewal's.
         wait_for(lambda: renewer.round_trips >= 2, 5, what="the first renewal (it loads the script)")
-        before, first = _calls_and_trips(renewer, redis_server.url)
+        before, first = _calls_and_trips(renewer, module_server.url)
         wait_for(lambda: renewer.round_trips >= first + 5, 5, what="five renewal periods")
         renewer.close()
         periods = renewer.round_trips - first
-        calls = evalsha_calls(redis_server.url) - before
+        calls = evalsha_calls(module_server.url) - before
         # one script call per period, whatever the count (+1: a call in flight at the first reading)
         assert periods <= calls <= periods + 1
         print(f"[measured] {count} held lock(s): {calls} EVALSHA for {periods} renewal periods")

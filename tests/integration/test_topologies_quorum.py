@@ -160,3 +160,31 @@ def test_enqueue_lock_and_self_retry_on_three_masters(three, topo_proj, events_r
     # timeout on a loaded machine) drops its copy at lock_ttl, and never keeps one for good.
     wait_for(lambda: len({i for i, _ in left()}) <= 1, 5, what="this test's locks released on a majority")
     wait_for(lambda: not left(), 35, interval=0.5, what="this test's locks gone from every master within lock_ttl")
+
+
+def test_a_majority_restarted_empty_between_two_holders_gives_the_second_a_larger_fence(test_env):
+    from celery_singleton_lock.store import Grant, new_token
+    from tests.integration.topo import HOLDER
+
+    masters = Masters(3).start()
+    store = open_store(masters.urls, {})
+    try:
+        first_token = new_token()
+        first = store.acquire("rq:{t}:k", "rq:{t}:fence", first_token, 2000, HOLDER)
+        assert isinstance(first, Grant) and store.release("rq:{t}:k", first_token)
+        masters.restart(0, settle=False)
+        masters.restart(1, settle=False)  # a majority forgot the lock and its fencing counter
+
+        def second():
+            token = new_token()
+            try:
+                outcome = store.acquire("rq:{t}:k", "rq:{t}:fence", token, 2000, HOLDER)
+            except Exception:  # the restarted masters hold grants back a few seconds: no majority yet
+                return None
+            return outcome if isinstance(outcome, Grant) else None
+
+        granted = wait_for(second, 10, interval=0.2, what="a grant once the restarted masters let grants through")
+        assert granted.fence > first.fence
+    finally:
+        store.close()
+        masters.stop()

@@ -138,3 +138,22 @@ def _probe(store) -> bool:
         store.release("probe", token)
         return True
     return False
+
+
+def test_a_failover_to_a_replica_that_missed_the_counter_keeps_fences_increasing(group):
+    store = open_store(group.url, _options(group, ack=False))
+    try:
+        before = successive_fences(store, "k", "fence", 20)
+        new_master = group.failover()
+        redis.Redis(port=new_master.port).delete("fence")  # the last counter writes never reached it
+        after = wait_for(lambda: _fences_or_none(store), 20, interval=0.1, what="locks on the new master")
+    finally:
+        store.close()
+    assert strictly_increasing(before + after)
+
+
+def _fences_or_none(store):
+    try:
+        return successive_fences(store, "k", "fence", 20)
+    except redis.ConnectionError:
+        return None

@@ -95,6 +95,10 @@ def reachable(url: str, timeout: float = 0.5) -> bool:
         return False
 
 
+#: How old a test's server is made before use: the longest wait for grants after a start
+#: without data (3 s, see restart_window in the package's store/lua/_common.lua) and a margin.
+SETTLE_SECONDS = 3.2
+
 class RedisServer:
     """A redis-server on its own port, keeping nothing on disk; stop, pause and resume it at will.
 
@@ -129,15 +133,32 @@ class RedisServer:
         except FileNotFoundError:
             return ""
 
-    def start(self, timeout: float = 10.0, probe_url: Optional[str] = None) -> "RedisServer":
-        """Start and wait until it answers (at ``probe_url`` when it needs credentials)."""
+    def start(self, timeout: float = 10.0, probe_url: Optional[str] = None, settle: bool = True) -> "RedisServer":
+        """Start and wait until it answers (at ``probe_url`` when it needs credentials).
+
+        With ``settle`` (the default) also wait until the server is older than the wait the lock
+        store imposes on grants after a start without data (see :meth:`settle`).
+        """
         if probe_url is None and self.tls is not None:
             probe_url = self.tls_url(with_certificate=self.tls_auth_clients)
-        return self._start(probe_url or self.url, timeout)
+        self._start(probe_url or self.url, timeout)
+        return self.settle() if settle else self
 
     def start_tls(self, ca_cert: str, timeout: float = 10.0) -> "RedisServer":
         """Start with the TLS options in ``extra_args``; probe over TLS trusting ``ca_cert``."""
-        return self._start(f"rediss://127.0.0.1:{self.port}?ssl_ca_certs={ca_cert}", timeout)
+        return self._start(f"rediss://127.0.0.1:{self.port}?ssl_ca_certs={ca_cert}", timeout).settle()
+
+    def settle(self) -> "RedisServer":
+        """Wait until the server is SETTLE_SECONDS old.
+
+        A lock store that started without its data makes grants wait a few seconds (its lost
+        locks' live holders take them back first): a test's fresh server is no restarted one,
+        and the tests that are about a restart start their server with ``settle=False``.
+        """
+        remaining = self.started_at + SETTLE_SECONDS - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)
+        return self
 
     def _listen_args(self) -> List[str]:
         if self.tls is None:
@@ -150,6 +171,7 @@ class RedisServer:
         args = [redis_server_binary(), *self._listen_args(), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", self._dir, "--daemonize", "no", *self.extra_args]
         with open(self.log_path, "ab") as log:
+            self.started_at = time.monotonic()
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         # Answering is not enough: another server may own the port while ours failed to bind it.

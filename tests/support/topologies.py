@@ -30,7 +30,9 @@ class Masters:
 
     def start(self) -> "Masters":
         for server in self.servers:
-            server.start()
+            server.start(settle=False)
+        for server in self.servers:
+            server.settle()
         return self
 
     @property
@@ -40,11 +42,11 @@ class Masters:
     def client(self, index: int) -> redis.Redis:
         return redis.Redis.from_url(self.servers[index].url, decode_responses=True, socket_timeout=2)
 
-    def restart(self, index: int) -> None:
-        """Start a killed master again, on the same port, empty."""
+    def restart(self, index: int, settle: bool = True) -> None:
+        """Start a killed master again, on the same port, empty (``settle``: see RedisServer.settle)."""
         server = self.servers[index]
         server.stop()
-        server.start()
+        server.start(settle=settle)
 
     def stop(self) -> None:
         for server in self.servers:
@@ -79,8 +81,8 @@ class LocalCluster:
 
     def _start(self, timeout: float) -> "LocalCluster":
         masters, replicas = self._counts
-        self.masters = [self._node().start() for _ in range(masters)]
-        self.replicas = [self._node().start() for _ in range(masters * replicas)]
+        self.masters = [self._node().start(settle=False) for _ in range(masters)]
+        self.replicas = [self._node().start(settle=False) for _ in range(masters * replicas)]
         per = SLOTS // masters
         for i, server in enumerate(self.masters):
             last = SLOTS - 1 if i == masters - 1 else (i + 1) * per - 1
@@ -95,6 +97,8 @@ class LocalCluster:
             master_id = self.node_id(self.masters[i // replicas])
             self.node(server).execute_command("CLUSTER", "REPLICATE", master_id)
         self.wait_ok(timeout)
+        for server in self.masters + self.replicas:
+            server.settle()
         return self
 
     def wait_ok(self, timeout: float = 20.0) -> None:
@@ -182,7 +186,7 @@ class SentinelGroup:
             raise
 
     def _start(self, timeout: float) -> "SentinelGroup":
-        self.master.start()
+        self.master.start(settle=False)
         self.replica = RedisServer(extra_args=["--replicaof", "127.0.0.1", str(self.master.port),
                                                *_REPLICATION_ARGS]).start()
         wait_for(lambda: "master_link_status:up" in _info(self.replica.port, "replication"), timeout,

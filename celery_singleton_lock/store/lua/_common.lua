@@ -39,12 +39,13 @@ local function uptime_ms()
 end
 
 -- restart_window(hb): how long after the server starts a lock it may have lost can still be
--- taken back by its live holder (ms). A live holder renews within its heartbeat (hb), or, when
--- its renewals failed while the server was down, within min(hb, 1 s) of the server's start;
--- INFO's whole seconds add 1 s.
+-- taken back by its live holder (ms). A live holder renews within its heartbeat (hb), and its
+-- renewal thread asks every second whether the server restarted (its run id) and renews at
+-- once when it did; its renewals that failed while the server was down are retried within
+-- a second too. So by min(hb, 1 s) after the start it has taken its lock back; a second for
+-- the network and one for INFO's whole seconds come on top.
 local function restart_window(hb)
-  hb = tonumber(hb)
-  return hb + math.min(hb, 1000) + 1000
+  return math.min(tonumber(hb), 1000) + 2000
 end
 
 -- restart_wait(counter, hb): how long grants of the task must still wait after the server

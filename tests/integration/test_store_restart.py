@@ -1,0 +1,51 @@
+"""A lock store that restarts without its data while bodies run, through real prefork workers.
+
+Given workers whose lock store is a private redis-server, and a body that writes to a
+downstream store which refuses a fence older than the last it accepted, when the lock
+store restarts empty in the middle of the body and duplicates arrive at once, then the
+running holder keeps its lock (it takes it back at once), the duplicates wait for it, no two
+runs of the key overlap, every write is accepted, and the next holder's fence is larger.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.helpers import overlaps, records, wait_started
+from tests.integration.topo import app_on, worker_env, workers
+from tests.support.servers import RedisServer
+
+
+@pytest.fixture
+def lock_server():
+    with RedisServer() as server:
+        yield server
+
+
+def test_a_restart_without_data_during_a_body_lets_no_duplicate_run_beside_it(lock_server, test_env, events_redis):
+    import tests.integration.proj as proj
+
+    events_redis.delete("fenced:last", "fenced:writes", "fenced:answers", "intervals", "started")
+    with workers(test_env, worker_env(lock_server.url), "restart", count=1, concurrency=3), \
+            app_on(proj, lock_server.url):
+        first = proj.fenced.apply_async(("a",), {"duration": 3.0, "writes": 3}, queue="restart")
+        wait_started(events_redis, 1)
+        lock_server.stop()
+        lock_server.start(settle=False)  # empty: the lock, the fencing counter, everything is gone
+        duplicates = [proj.fenced.apply_async(("a",), {"duration": 0.6, "writes": 2}, queue="restart")
+                      for _ in range(2)]
+        for result in [first, *duplicates]:
+            result.get(timeout=60)
+
+    intervals = records(events_redis)
+    writes = [json.loads(w) for w in events_redis.lrange("fenced:writes", 0, -1)]
+    answers = [json.loads(a) for a in events_redis.lrange("fenced:answers", 0, -1)]
+    assert len(intervals) == 3
+    assert overlaps(intervals) == [], "a duplicate ran beside the holder whose lock the restart lost"
+    assert all(a["accepted"] for a in answers), f"writes refused: {answers}"
+    assert not any(w["lost"] for w in writes)
+    by_start = sorted(intervals, key=lambda e: e["start"])
+    fences = [e["fence"] for e in by_start]
+    assert fences == sorted(fences) and len(set(fences)) == 3, "fences must grow from holder to holder"
