@@ -42,12 +42,17 @@ def _refused_at_enqueue(task_name: str, key: str, conflict: Conflict) -> LockedE
                        task=task_name, key=key, holder=conflict.task_id)
 
 
+def _drop(attempt: Attempt, conflict: Conflict, action: str) -> None:
+    """A duplicate that will not run: say so, and free the queue slot it may hold."""
+    attempt.conflict(conflict, action)
+    attempt.give_up_queue_slot()
+
+
 class SkipPolicy:
     name = "skip"
 
     def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
-        attempt.conflict(conflict, self.name)
-        attempt.give_up_queue_slot()
+        _drop(attempt, conflict, self.name)
         return Skip()
 
     def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
@@ -58,8 +63,7 @@ class RaisePolicy:
     name = "raise"
 
     def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
-        attempt.conflict(conflict, self.name)
-        attempt.give_up_queue_slot()
+        _drop(attempt, conflict, self.name)
         return Fail(_held_by(attempt, conflict))
 
     def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
