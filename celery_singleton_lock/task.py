@@ -106,6 +106,12 @@ class LockedTask(Task):
         if self.request.called_directly:
             # A plain function call (``task(x)``) is not a task execution: no lock, as in Celery.
             return super().__call__(*args, **kwargs)
+        if super(LockedTask, type(self)).__call__ is Task.__call__:
+            # Celery's tracer has pushed this task and its request already. Celery's own
+            # Task.__call__ would push another on top, which before Celery 5.5 is a fresh one:
+            # the body would see no request id and no self.lock. So the body runs as is.
+            return run_guarded(self, args, kwargs, lambda: self.run(*args, **kwargs))
+        # A mixin's __call__ (an app context, say) still wraps the body.
         return run_guarded(self, args, kwargs, lambda: super(LockedTask, self).__call__(*args, **kwargs))
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Optional[str] = None,
