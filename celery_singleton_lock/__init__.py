@@ -3,7 +3,6 @@
 ``@app.task(base=LockedTask)`` is the whole set-up; see the README for options.
 """
 
-from . import exceptions
 from .exceptions import (
     ConfigurationError,
     LockBackendError,
@@ -17,8 +16,20 @@ from .receivers import connect_receivers as _connect_receivers
 from .signals import lock_acquired, lock_conflict, lock_lost, lock_released
 from .task import LockedTask
 
-__all__ = ["LockedTask", "ExecutionLock", *exceptions.__all__, "lock_acquired", "lock_conflict", "lock_released",
-           "lock_lost"]
+__all__ = [
+    "LockedTask",
+    "ExecutionLock",
+    "SingletonLockError",
+    "ConfigurationError",
+    "UnencodableArgumentError",
+    "LockedError",
+    "LockLostError",
+    "LockBackendError",
+    "lock_acquired",
+    "lock_conflict",
+    "lock_released",
+    "lock_lost",
+]
 
 __version__ = "0.1.0"
 
