@@ -48,8 +48,7 @@ class Attempt:
         # The enqueue lock is the one the message names (the publisher derived it from what this
         # worker receives, so the two agree; if they did not, the named one is still adopted).
         self.queued_digest = headers.enqueue_digest(request, lambda: digest) if self.enqueue_token else digest
-        self.keys = runtime.layout.keys(task.name, digest, options.scope if options.at_enqueue else "running",
-                                        self.queued_digest)
+        self.keys = runtime.layout.keys(task.name, digest, options.scope, self.queued_digest)
         #: The token of the execution whose self.retry() published this message, if one did.
         self.after: Optional[str] = request.get(headers.AFTER)
         self.holder = Holder(task_id=request.id or "", host=runtime.hostname, pid=os.getpid(),
