@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .exceptions import ConfigurationError
 from .options import SETTING_NAMES
-from .store import redact
+from .store import LockBackend, redact
 
 __all__ = ["AppSettings", "resolve_settings", "broker_url"]
 
@@ -174,12 +174,16 @@ def _prefix(conf: Mapping[str, Any]) -> str:
     return prefix
 
 
+#: What a lock store object must offer: the methods of the declared seam.
+_BACKEND_METHODS = tuple(name for name, member in vars(LockBackend).items()
+                         if not name.startswith("_") and callable(member))
+
+
 def _with_backend(conf: Mapping[str, Any], backend: Any) -> AppSettings:
     """``singleton_lock_backend``: a store object instead of a URL; both at once is refused."""
     if conf.get("singleton_lock_url") is not None:
         raise ConfigurationError("set singleton_lock_url or singleton_lock_backend, not both")
-    missing = [name for name in ("acquire", "adopt", "renew", "release", "release_events") if
-               not callable(getattr(backend, name, None))]
+    missing = [name for name in _BACKEND_METHODS if not callable(getattr(backend, name, None))]
     if missing:
         raise ConfigurationError(f"singleton_lock_backend {type(backend).__name__} is no lock backend: it lacks "
                                  f"{', '.join(missing)} (see celery_singleton_lock.store.LockBackend)")
