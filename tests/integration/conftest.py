@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 
+from tests.integration.helpers import drop_runtime
 from tests.support.servers import RedisServer, reachable
 from tests.support.threads import no_thread_leaks  # noqa: F401 - an autouse fixture
 from tests.support.workers import Beat, Worker
@@ -61,16 +62,10 @@ def _flush(redis_base: str) -> None:
 def proj(test_env: Dict[str, str], redis_base: str) -> Iterator[object]:
     """The test app module, with its databases empty and no lock machinery left from an earlier test."""
     module = importlib.import_module("tests.integration.proj")
-    _reset_runtime(module.app)
+    drop_runtime(module.app)
     _flush(redis_base)
     yield module
-    _reset_runtime(module.app)
-
-
-def _reset_runtime(app: object) -> None:
-    runtime = app.__dict__.pop("_singleton_lock_runtime", None)
-    if runtime is not None:
-        runtime.close()
+    drop_runtime(module.app)
 
 
 @pytest.fixture

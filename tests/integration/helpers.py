@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import redis
 
@@ -65,3 +65,10 @@ def restore_overdue(app, visibility_timeout: float = 2.0) -> None:
     """
     with app.connection_for_read(transport_options={"visibility_timeout": visibility_timeout}) as connection:
         connection.default_channel.qos.restore_visible(num=100)
+
+
+def drop_runtime(app: Any) -> None:
+    """Close and forget the app's lock runtime, so the next use builds one from its settings."""
+    runtime = app.__dict__.pop("_singleton_lock_runtime", None)
+    if runtime is not None:
+        runtime.close()

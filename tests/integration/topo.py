@@ -11,7 +11,7 @@ import redis
 
 from celery_singleton_lock.store import Holder
 from celery_singleton_lock.store import Grant, new_token
-from tests.integration.helpers import overlaps, records
+from tests.integration.helpers import drop_runtime, overlaps, records
 from tests.support.workers import Worker
 
 HOLDER = Holder(task_id="test", host="test", pid=0, since_ms=0, heartbeat_ms=1000)
@@ -28,20 +28,14 @@ def app_on(proj: Any, url: Union[str, Sequence[str]], options: Optional[Mapping[
     """The test process's app locks on ``url`` for the block (as the workers do)."""
     conf = proj.app.conf
     saved = conf.singleton_lock_url, conf.get("singleton_lock_transport_options")
-    _drop_runtime(proj.app)
+    drop_runtime(proj.app)
     conf.singleton_lock_url = list(url) if not isinstance(url, str) else url
     conf.singleton_lock_transport_options = dict(options or {})
     try:
         yield proj
     finally:
-        _drop_runtime(proj.app)
+        drop_runtime(proj.app)
         conf.singleton_lock_url, conf.singleton_lock_transport_options = saved
-
-
-def _drop_runtime(app: Any) -> None:
-    runtime = app.__dict__.pop("_singleton_lock_runtime", None)
-    if runtime is not None:
-        runtime.close()
 
 
 @contextmanager
