@@ -167,7 +167,7 @@ def _hold_lock(task, args: tuple) -> Tuple[str, str]:
     token = new_token()
     holder = Holder(task_id="bench-holder", host="bench", pid=os.getpid(), since_ms=int(time.time() * 1000),
                     heartbeat_ms=10000)
-    runtime.store.acquire(key, runtime.layout.fence(task.name), token, 600_000, holder)
+    runtime.store.acquire(key, token, 600_000, holder)
     return key, token
 
 

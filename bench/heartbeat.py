@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Sequence
 
 from celery_singleton_lock.arguments import ArgumentKey
 from celery_singleton_lock.store import KeyLayout, Lease, RedisBackend, Renewer, connect
-from celery_singleton_lock.store import Holder, new_token
+from celery_singleton_lock.store import Holder, new_token, record
 
 from .stats import Series, interleave
 
@@ -26,14 +26,11 @@ __all__ = ["run_heartbeat", "run_keys"]
 
 def _take(store: RedisBackend, layout: KeyLayout, count: int, ttl_ms: int) -> List[tuple]:
     holder = Holder(task_id="bench", host="bench", pid=1, since_ms=int(time.time() * 1000), heartbeat_ms=ttl_ms // 3)
-    fence = layout.fence("hb")
     items = []
     pipe = store.client.pipeline(transaction=False)
     for i in range(count):
         key, token = layout.lock("hb", f"{count:05d}-{i:08x}"), new_token()
-        store._acquire(keys=(key, fence), client=pipe,  # bench set-up only: pipelined acquire
-                       args=(token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms,
-                             holder.heartbeat_ms, "running"))
+        pipe.set(key, record.encode(token, "running", ttl_ms, holder), nx=True, px=ttl_ms)  # pipelined set-up
         items.append((key, token, ttl_ms))
         if len(pipe) >= 1000:
             pipe.execute()
@@ -79,7 +76,6 @@ def run_heartbeat(url: str, sizes: Sequence[int], rounds: int, period: float, pe
         for key, token, _ in held[n]:
             store._release(keys=(key,), args=(token,), client=pipe)
         pipe.execute()
-    store.client.delete(layout.fence("hb"))
     store.close()
     log(f"heartbeat: sizes {list(sizes)} x {rounds} rounds done")
     return {"series": series, "trips_per_period": trips, "period": period}

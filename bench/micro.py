@@ -22,10 +22,12 @@ from celery_singleton_lock.store import Holder, new_token
 
 from .stats import Series, interleave
 
-__all__ = ["run_micro", "RAW_FLOOR", "OURS", "count_sends"]
+__all__ = ["run_micro", "RAW_FLOOR", "OURS", "OURS_FENCED", "OURS_QOR", "count_sends"]
 
 RAW_FLOOR = "raw floor: SET NX PX + EVALSHA del"
-OURS = "ours: RedisBackend acquire+release"
+OURS = "ours: running (acquire + release)"
+OURS_FENCED = "ours: running, fencing token read (acquire + fence + release)"
+OURS_QOR = "ours: queued_or_running (enqueue lock + adopt + release)"
 
 _CAD = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
@@ -85,18 +87,32 @@ def _variants(url: str, extra_urls: Sequence[str]) -> Dict[str, Tuple[Cycle, Cal
 
     out[RAW_FLOOR] = (raw, nothing)
 
-    store = RedisBackend(connect(url))
+    store = RedisBackend(connect(url), connect(url, gated=True))  # as open_store builds it
     layout = KeyLayout("bench")
-    key, fence = layout.lock("micro", "0" * 32), layout.fence("micro")
+    key, fence = layout.lock("micro", "0" * 32), layout.fence("micro", "0" * 32)
     holder = Holder(task_id="bench-task-id", host="bench-host", pid=1, since_ms=int(time.time() * 1000),
                     heartbeat_ms=10000)
 
     def ours() -> None:
         token = new_token()
-        store.acquire(key, fence, token, 30000, holder)
+        store.acquire(key, token, 30000, holder)
         store.release(key, token)
 
-    out[OURS] = (ours, store.close)
+    def ours_fenced() -> None:
+        token = new_token()
+        store.acquire(key, token, 30000, holder)
+        store.fence(key, fence, token)
+        store.release(key, token)
+
+    def ours_qor() -> None:
+        queued, token = new_token(), new_token()
+        store.acquire(key, queued, 30000, holder, state="queued")  # at apply_async
+        store.adopt(key, key, queued, token, 30000, holder)  # in the worker
+        store.release(key, token)
+
+    out[OURS] = (ours, nothing)
+    out[OURS_FENCED] = (ours_fenced, nothing)
+    out[OURS_QOR] = (ours_qor, store.close)
 
     def redis_py() -> None:
         lock = plain.lock("bench:redis-py", timeout=30, thread_local=False)

@@ -90,19 +90,19 @@ def run_profile(lock_url: str, count: int, top: int = 10, log: Callable[[str], N
 
     store = RedisBackend(connect(lock_url))
     layout = KeyLayout("benchprof")
-    key, fence = layout.lock("p", "0" * 32), layout.fence("p")
+    key = layout.lock("p", "0" * 32)
     holder = Holder(task_id="t", host="h", pid=1, since_ms=int(time.time() * 1000), heartbeat_ms=10000)
 
     def cycle() -> None:
         token = new_token()
-        store.acquire(key, fence, token, 30000, holder)
+        store.acquire(key, token, 30000, holder)
         store.release(key, token)
 
     scenarios["RedisBackend acquire+release"] = cycle
     items = []
     for i in range(10000):
         k, t = layout.lock("p", f"{i:032x}"), new_token()
-        store.acquire(k, fence, t, 60000, holder)
+        store.acquire(k, t, 60000, holder)
         items.append((k, t, 60000))
     scenarios["RedisBackend.renew, 10,000 locks"] = lambda: store.renew(items)
 
@@ -110,7 +110,7 @@ def run_profile(lock_url: str, count: int, top: int = 10, log: Callable[[str], N
     for name, fn in scenarios.items():
         n = max(3, count // 200) if "10,000" in name else count
         out[name] = _profile(fn, n, top)
-    store.client.delete(*[k for k, _, _ in items], fence)
+    store.client.delete(*[k for k, _, _ in items])
     store.close()
     log(f"profile: {len(scenarios)} scenarios done")
     return out

@@ -68,8 +68,7 @@ class Attempt:
         started = time.monotonic()
         store, keys, ttl_ms = self.runtime.store, self.keys, int(self.options.ttl * 1000)
         if self.enqueue_token:
-            outcome = store.adopt(keys.queued, keys.lock, keys.fence, self.enqueue_token, self.token, ttl_ms,
-                                  self.holder)
+            outcome = store.adopt(keys.queued, keys.lock, self.enqueue_token, self.token, ttl_ms, self.holder)
             if isinstance(outcome, NotOurs):
                 self.drop_queue_slot()  # expired or released while queued: guard at run time
             else:
@@ -78,7 +77,11 @@ class Attempt:
                     # under our enqueue token is the self.retry() that will hand it to us.
                     self.drop_queue_slot()
                 return outcome, started
-        return store.acquire(keys.lock, keys.fence, self.token, ttl_ms, self.holder), started
+        return store.acquire(keys.lock, self.token, ttl_ms, self.holder), started
+
+    def ask_fence(self) -> Optional[int]:
+        """The fencing token of this execution's lock; ``None`` when it no longer holds it."""
+        return self.runtime.store.fence(self.keys.lock, self.keys.fence, self.token)
 
     def holder_token(self) -> Optional[str]:
         """The token the run lock is held under now (``None`` when free); raises store errors."""

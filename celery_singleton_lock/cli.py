@@ -188,7 +188,6 @@ def show(ctx: click.Context, key: str, as_json: bool) -> None:
         ("heartbeat", _duration(record.heartbeat_ms)),
         ("last renewal", _duration(record.since_renewal_ms) + " ago" if record.since_renewal_ms is not None
          else "-"),
-        ("fencing token", record.fence if record.fence is not None else "?"),
         ("flags", _flags(record)), ("verdict", record.reason),
     ):
         click.echo(f"{label:>15}: {value}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from .exceptions import LockLostError
 from .store import Lease
@@ -18,19 +18,37 @@ class ExecutionLock:
     can refuse a write from a holder that lost the lock while paused.
     """
 
-    __slots__ = ("key", "token", "fencing_token", "task_name", "task_id", "hand_over_ms", "_lease")
+    __slots__ = ("key", "token", "task_name", "task_id", "hand_over_ms", "_lease", "_fence", "_ask_fence")
 
-    def __init__(self, key: str, token: str, fencing_token: int, task_name: str, task_id: str,
-                 lease: Lease) -> None:
+    def __init__(self, key: str, token: str, ask_fence: Callable[[], Optional[int]], task_name: str,
+                 task_id: str, lease: Lease) -> None:
         self.key = key
         self.token = token
-        self.fencing_token = fencing_token
+        self._ask_fence = ask_fence
+        self._fence: Optional[int] = None
         self.task_name = task_name
         self.task_id = task_id
         #: Set when ``self.retry()`` published a retry that takes the lock over (queued_or_running):
         #: how long the lock waits for it in the queue. The hand-over happens as the execution ends.
         self.hand_over_ms: Optional[int] = None
         self._lease = lease
+
+    @property
+    def fencing_token(self) -> int:
+        """A number larger than every fencing token an earlier holder of this lock was handed.
+
+        Asked of the store on first read, while this execution still holds the lock (tasks
+        that never read it pay nothing for it), then kept. Raises :class:`LockLostError`
+        when the lock is no longer this execution's: its writes must not be accepted.
+        """
+        if self._fence is None:
+            fence = self._ask_fence()
+            if fence is None:
+                self._lease.lost.set()
+                self.check()
+                raise AssertionError("unreachable: check() raises for a lost lock")  # pragma: no cover
+            self._fence = fence
+        return self._fence
 
     @property
     def lease(self) -> Lease:
@@ -50,5 +68,5 @@ class ExecutionLock:
                 task=self.task_name, key=self.key)
 
     def __repr__(self) -> str:
-        return (f"<ExecutionLock {self.key} fencing_token={self.fencing_token} "
-                f"lost={self.lost}>")
+        fence = "not asked" if self._fence is None else self._fence
+        return f"<ExecutionLock {self.key} fencing_token={fence} lost={self.lost}>"

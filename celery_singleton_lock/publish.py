@@ -145,7 +145,7 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
     # The lock waits in the queue as long as the message may: lock_queue_ttl past its eta.
     queue_ttl_ms = int((options.queue_ttl + call.delay()) * 1000)
     try:
-        outcome = runtime.store.acquire(keys.queued, keys.fence, token, queue_ttl_ms, holder, state="queued")
+        outcome = runtime.store.acquire(keys.queued, token, queue_ttl_ms, holder, state="queued")
     except STORE_ERRORS as exc:
         return _unreachable(task, runtime, keys, options.on_lock_error, exc, lambda: publish(task_id, None))
     if isinstance(outcome, Conflict):

@@ -64,7 +64,7 @@ def run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body:
         if not isinstance(decision, Run):
             return _enact(attempt, decision, args, kwargs)
         outcome, started = decision.grant, decision.started
-    return _hold(attempt, outcome.fence, started, body)
+    return _hold(attempt, started, body)
 
 
 def _enact(attempt: Attempt, decision: Decision, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
@@ -79,10 +79,11 @@ def _enact(attempt: Attempt, decision: Decision, args: Sequence[Any], kwargs: Ma
     raise requeue(attempt, args, kwargs, decision.conflict, counted=decision.counted)
 
 
-def _hold(attempt: Attempt, fence: int, started: float, body: Callable[[], Any]) -> Any:
+def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
     runtime, options = attempt.runtime, attempt.options
     lease = Lease(attempt.key, attempt.token, options.ttl, options.heartbeat, confirmed_at=started)
-    handle = ExecutionLock(attempt.key, attempt.token, fence, attempt.task.name, attempt.request.id, lease)
+    handle = ExecutionLock(attempt.key, attempt.token, attempt.ask_fence, attempt.task.name, attempt.request.id,
+                           lease)
     lease.context = handle
     try:  # from here on, whatever happens, the lock is let go of
         runtime.renewer.hold(lease)

@@ -4,7 +4,7 @@ Nothing in this package imports Celery, so the protocol can be read, tested and
 benchmarked on its own. The Celery layer uses only the names exported here.
 """
 
-from .backend import (NOT_OURS, Completion, Conflict, Grant, Holder, LockBackend, NotOurs, Outcome, ReleaseEvents,
+from .backend import (GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, LockBackend, NotOurs, Outcome, ReleaseEvents,
                       new_token)
 from .admin import ClearResult, LockRecord, clear_lock, find_locks, read_lock, scan_locks
 from .connect import connect, open_store, redact
@@ -13,10 +13,12 @@ from .heartbeat import Lease, Renewer
 from .keys import DEFAULT_PREFIX, KeyLayout, LockKeys
 from .memory import MemoryBackend
 from .probe import ProbeFailed, probe_store
-from .redis_backend import RedisBackend, RestartWait
+from . import record
+from .redis_backend import RedisBackend
+from .start_gate import RestartWait
 
-__all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
+__all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
            "Completion", "new_token", "RedisBackend", "RestartWait", "MemoryBackend", "KeyLayout", "LockKeys", "DEFAULT_PREFIX",
            "Lease", "Renewer", "connect", "open_store", "redact", "STORE_ERRORS", "error_text", "is_permanent",
            "permanent_problem", "ProbeFailed", "probe_store", "LockRecord", "ClearResult", "scan_locks", "read_lock",
-           "find_locks", "clear_lock"]
+           "find_locks", "clear_lock", "record"]

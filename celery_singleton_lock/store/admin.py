@@ -4,7 +4,7 @@ This is what ``celery locks`` stands on, kept free of Celery and of printing so
 it can be tested and reused (the demo's live view reads the same records).
 
 Finding locks never uses ``KEYS``: a SCAN cursor walks the key space in bounded
-batches and each batch's hashes are read in one pipelined round trip, so a big
+batches and each batch's values are read in one pipelined round trip, so a big
 database is never blocked. Judging a lock needs no clock agreement between
 hosts for the question that matters ("is its holder still renewing it?"): a
 live holder pushes the key's TTL back to ``ttl`` every ``hb`` milliseconds, so
@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from .backend import LockBackend
 from .redis_backend import Client
 from .keys import KeyLayout
+from . import record as lock_value
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
            "STALE_HEARTBEATS"]
@@ -58,8 +59,9 @@ def split_key(layout: KeyLayout, key: str) -> Optional[Tuple[str, str]]:
     head = f"{layout.prefix}:{{"
     if not key.startswith(head) or "}:" not in key:
         return None
-    task, rest = key[len(head):].rsplit("}:", 1)
-    return task, rest
+    tag, rest = key[len(head):].rsplit("}:", 1)
+    task, _, bucket = tag.rpartition(":")
+    return (task, rest) if task and len(bucket) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,6 @@ class LockRecord:
     pttl_ms: int              # TTL left; -1 when the key has no expiry
     heartbeat_ms: Optional[int]
     since_renewal_ms: Optional[int]
-    fence: Optional[int]
     token: str
     stale: bool               # a running lock whose holder has stopped renewing it
     lost: bool                # its holder process is known to be gone (same host, pid not running)
@@ -137,7 +138,7 @@ def _judge(state: str, ttl_ms: Optional[int], pttl_ms: int, heartbeat_ms: Option
 def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, now_ms: int,
             local_host: str) -> Optional[LockRecord]:
     parts = split_key(layout, key)
-    if parts is None or "token" not in fields:
+    if parts is None or not fields.get("token"):
         return None
     task, rest = parts
     kind = "queued" if rest.endswith(":queued") else "run"
@@ -151,14 +152,14 @@ def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, n
         key=key, task=task, digest=digest, kind=kind, state=state, task_id=fields.get("task_id", ""),
         host=host, pid=pid, since_ms=since_ms, age_ms=now_ms - since_ms if since_ms else None,
         ttl_ms=ttl_ms, pttl_ms=pttl_ms, heartbeat_ms=heartbeat_ms, since_renewal_ms=since_renewal,
-        fence=_int(fields.get("fence")), token=fields["token"], stale=stale, lost=lost, reason=reason)
+        token=fields["token"], stale=stale, lost=lost, reason=reason)
 
 
 def _read_batch(client: Client, layout: KeyLayout, keys: List[str],
                 local_host: str) -> List[LockRecord]:
     pipe = client.pipeline(transaction=False)
     for key in keys:
-        pipe.hgetall(key)
+        pipe.get(key)
         pipe.pttl(key)
     replies = pipe.execute(raise_on_error=False)  # a key of another type answers WRONGTYPE: skip it
     for reply in replies:
@@ -167,11 +168,10 @@ def _read_batch(client: Client, layout: KeyLayout, keys: List[str],
     now_ms = int(time.time() * 1000)
     found = []
     for index, key in enumerate(keys):
-        fields, pttl = replies[2 * index], replies[2 * index + 1]
-        if isinstance(fields, Exception) or not fields or isinstance(pttl, Exception) or pttl == -2:
+        value, pttl = replies[2 * index], replies[2 * index + 1]
+        if isinstance(value, Exception) or value is None or isinstance(pttl, Exception) or pttl == -2:
             continue  # gone since the SCAN saw it, or not a lock
-        record = _record(layout, key, {_text(k): _text(v) for k, v in fields.items()}, int(pttl), now_ms,
-                         local_host)
+        record = _record(layout, key, lock_value.decode(value), int(pttl), now_ms, local_host)
         if record is not None:
             found.append(record)
     return found

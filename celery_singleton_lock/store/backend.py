@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from os import urandom
 from typing import Any, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
-__all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
-           "Completion", "new_token"]
+__all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS",
+           "Outcome", "Completion", "new_token"]
 
 
 def new_token() -> str:
@@ -39,9 +39,12 @@ class Holder:
 
 @dataclass(frozen=True)
 class Grant:
-    """The lock is ours; ``fence`` is larger than every earlier holder's of the task's keys."""
+    """The lock is ours. Its fencing token is asked for separately (:meth:`LockBackend.fence`),
+    by the holders that use one: most never do, and then it costs nothing."""
 
-    fence: int
+
+#: The one :class:`Grant` value.
+GRANT = Grant()
 
 
 @dataclass(frozen=True)
@@ -102,13 +105,17 @@ class LockBackend(Protocol):
     #: Whether :meth:`release` can note a :class:`Completion` and :meth:`completed` find it.
     records_completions: bool
 
-    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
-                state: str = "running") -> Outcome:
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
         """Take ``key`` if free (or already ours under ``token`` in ``state``: a repeated ask)."""
 
-    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str, ttl_ms: int,
+    def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
               holder: Holder) -> Union[Grant, Conflict, NotOurs]:
         """Turn the enqueue lock ``queued_key`` held under ``queued_token`` into the running lock ``key``."""
+
+    def fence(self, key: str, fence_key: str, token: str) -> Optional[int]:
+        """A fencing token for the holder of ``key`` under ``token``, from the counter ``fence_key``:
+        larger than every fence handed to an earlier holder of ``key``. ``None`` when ``token``
+        does not hold ``key`` (any more)."""
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         """Hand a running lock back to the queue under the same token (for a retry to adopt)."""
@@ -116,7 +123,7 @@ class LockBackend(Protocol):
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
         """Extend each running ``(key, token, ttl_ms, heartbeat_ms)`` still held; ``False`` where it
         is gone. (The heartbeat may be left out: a third of the ttl.) A lock a restarted server lost
-        is taken back within its heartbeat of the start (see ``restart_wait`` in ``lua/_common.lua``)."""
+        is taken back within its heartbeat of the start (see :mod:`.start_gate`)."""
 
     def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
         """Compare-and-delete; ``False`` when the lock was gone or held under another token."""

@@ -1,8 +1,9 @@
 """The lock protocol on a Redis Cluster, through redis-py's ``RedisCluster``.
 
-Everything one lock touches (lock key, enqueue key, the task's fencing counter,
-and the Pub/Sub channel named like the lock key) carries the ``{task}`` hash tag
-(:mod:`.keys`), so each script runs on one slot and ``MOVED``/``ASK``
+Everything one lock touches (lock key, enqueue key, its bucket's fencing counter,
+and the Pub/Sub channel named like the lock key) carries its bucket's hash tag,
+``{task:b}`` (:mod:`.keys`), so each script runs on one slot while one task's
+locks spread over sixteen slots and ``MOVED``/``ASK``
 redirections, ``TRYAGAIN`` during a migration and a master's failover are handled
 by redis-py's cluster client.
 
@@ -89,3 +90,5 @@ class ClusterBackend(RedisBackend):
 
     def close(self) -> None:
         self.client.close()
+        if self.grants is not self.client:
+            self.grants.close()

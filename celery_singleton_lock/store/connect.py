@@ -35,6 +35,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 import redis
 
 from .backend import LockBackend
+from .start_gate import start_gate
 
 __all__ = ["connect", "open_store", "DEFAULT_CLIENT_OPTIONS", "LOCK_OPTIONS", "url_kind", "redact"]
 
@@ -104,17 +105,21 @@ def _split(options: Optional[Mapping[str, Any]]) -> Tuple[Dict[str, Any], Dict[s
 
 
 def connect(url: str, options: Optional[Mapping[str, Any]] = None,
-            defaults: Mapping[str, Any] = DEFAULT_CLIENT_OPTIONS) -> Any:
+            defaults: Mapping[str, Any] = DEFAULT_CLIENT_OPTIONS, *, gated: bool = False) -> Any:
     """A client for ``url``; ``options`` are redis-py keyword arguments (they win over the URL).
 
     Returns a ``redis.Redis`` (one server, or Sentinel's current master) or a
-    ``redis.cluster.RedisCluster``.
+    ``redis.cluster.RedisCluster``. A ``gated`` client is for grants: its connections
+    refuse a server that started a moment ago (:mod:`.start_gate`).
     """
     ours, kwargs = _split(options)
     merged = dict(defaults)
     merged.update(kwargs)
     kind = url_kind(url)
-    if kind == "cluster" or (kind == "single" and ours.get("cluster")):
+    cluster = kind == "cluster" or (kind == "single" and bool(ours.get("cluster")))
+    if gated:
+        merged["redis_connect_func"] = start_gate(initialise=not cluster)
+    if cluster:
         return _cluster_client(url, merged)
     if kind == "sentinel":
         return _sentinel_client(url, merged, ours)
@@ -174,23 +179,26 @@ def open_store(url: Union[str, Sequence[str]], options: Optional[Mapping[str, An
     if isinstance(url, (list, tuple)):
         from .quorum import QuorumBackend
 
-        clients = [connect(one, options, QUORUM_CLIENT_OPTIONS) for one in url]
-        return QuorumBackend(clients, node_timeout=float(ours.get("quorum_node_timeout", 0.25)),
+        from .redis_backend import RedisBackend
+
+        nodes = [RedisBackend(connect(one, options, QUORUM_CLIENT_OPTIONS),
+                              connect(one, options, QUORUM_CLIENT_OPTIONS, gated=True)) for one in url]
+        return QuorumBackend(nodes, node_timeout=float(ours.get("quorum_node_timeout", 0.25)),
                            clock_drift=float(ours.get("quorum_clock_drift", 0.01)))
     assert isinstance(url, str), f"singleton_lock_url: expected a URL or a list of URLs, got {url!r}"
-    client = connect(url, options)
+    client, grants = connect(url, options), connect(url, options, gated=True)
     from redis.cluster import RedisCluster
 
     if isinstance(client, RedisCluster):
         from .cluster import ClusterBackend
 
-        return ClusterBackend(client)
+        return ClusterBackend(client, grants)
     replicas = int(ours.get("replica_ack") or 0)
     if replicas > 0:
         from .replicas import ReplicaAckBackend
 
-        return ReplicaAckBackend(client, replicas=replicas,
-                               timeout=float(ours.get("replica_ack_timeout", 1.0)))
+        return ReplicaAckBackend(client, grants, replicas=replicas,
+                                 timeout=float(ours.get("replica_ack_timeout", 1.0)))
     from .redis_backend import RedisBackend
 
-    return RedisBackend(client)
+    return RedisBackend(client, grants)

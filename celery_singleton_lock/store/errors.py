@@ -49,8 +49,8 @@ SCRIPT_COMMANDS: Dict[str, Tuple[str, ...]] = {
 }
 #: The commands of the protocol's other steps (see :mod:`.probe`).
 _STEP_COMMANDS: Dict[str, Tuple[str, ...]] = {
-    "holder": ("hgetall", "pttl"), "subscribe": ("subscribe", "unsubscribe"),
-    "connect": ("hello", "auth", "ping", "select"),
+    "acquire": ("set", "get", "pttl"), "holder": ("get", "pttl"), "subscribe": ("subscribe", "unsubscribe"),
+    "connect": ("hello", "auth", "ping", "select", "info"),
 }
 
 

@@ -1,14 +1,17 @@
 """Where each lock lives in Redis.
 
-Every key of one task shares the ``{task}`` hash tag, so a lock key and the
-task's fencing counter sit in one Redis Cluster slot and one script may touch both.
+A task's keys are spread over :data:`BUCKETS` buckets by the first hex digit of the
+argument digest, and each bucket is a hash tag, ``{<task>:<b>}``: a lock key, its enqueue
+key and the bucket's fencing counter sit in one Redis Cluster slot (one script may touch
+them all), while one task's locks spread over sixteen slots. The bookkeeping stays
+bounded: sixteen counters per task, whatever the number of arguments.
 
-``<prefix>:{<task>}:<digest>``        the lock (a hash: token, holder, fence); gone when released
-``<prefix>:{<task>}:<digest>:queued`` the enqueue lock of a ``queued``-scope task
-``<prefix>:{<task>}:fence``           fencing counter: one per task, whatever the arguments
-``<prefix>:{<task>}:done``            ids of the task's executions that ran to the end while a
-                                      redelivery of their message was possible (``acks_late``),
-                                      each kept for a while: one per task, whatever the arguments
+``<prefix>:{<task>:<b>}:<digest>``        the lock (a string, see record.py); gone when released
+``<prefix>:{<task>:<b>}:<digest>:queued`` the enqueue lock of a ``queued``-scope task
+``<prefix>:{<task>:<b>}:fence``           fencing counter of the bucket: the last fence handed out
+``<prefix>:{<task>:<b>}:done``            ids of the bucket's executions that ran to the end while a
+                                          redelivery of their message was possible (``acks_late``),
+                                          each kept for a while
 
 The lock key doubles as the Pub/Sub channel on which its release is announced.
 """
@@ -18,9 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["KeyLayout", "LockKeys", "DEFAULT_PREFIX"]
+__all__ = ["KeyLayout", "LockKeys", "DEFAULT_PREFIX", "BUCKETS"]
 
 DEFAULT_PREFIX = "singleton_lock"
+
+#: Buckets per task: the first hex digit of the argument digest.
+BUCKETS = 16
+
+
+def bucket(digest: str) -> str:
+    """The bucket of an argument digest (a hex digest: its first digit; anything else: ``0``)."""
+    first = digest[:1].lower()
+    return first if first and first in "0123456789abcdef" else "0"
 
 
 @dataclass(frozen=True)
@@ -32,9 +44,9 @@ class LockKeys:
     #: Where the call's enqueue lock lives: a key of its own for ``queued`` (one copy queued
     #: beside one running), the run lock itself for ``queued_or_running`` and ``running``.
     queued: str
-    #: The task's fencing counter.
+    #: The fencing counter of the lock's bucket.
     fence: str
-    #: The task's set of executions that ran to the end (see the module docstring).
+    #: The bucket's set of executions that ran to the end (see the module docstring).
     done: str
 
 
@@ -48,28 +60,33 @@ class KeyLayout:
         """The keys of one call; ``queued_digest`` names the enqueue lock when a message names
         one that differs from ``digest``."""
         queued = self.enqueue(task, queued_digest or digest, scope)
-        return LockKeys(lock=self.lock(task, digest), queued=queued, fence=self.fence(task), done=self.done(task))
+        return LockKeys(lock=self.lock(task, digest), queued=queued, fence=self.fence(task, digest),
+                        done=self.done(task, digest))
+
+    def tag(self, task: str, digest: str) -> str:
+        """The key prefix of the digest's bucket, hash tag included."""
+        return f"{self.prefix}:{{{task}:{bucket(digest)}}}"
 
     def lock(self, task: str, digest: str) -> str:
-        return f"{self.prefix}:{{{task}}}:{digest}"
+        return f"{self.tag(task, digest)}:{digest}"
 
     def queued(self, task: str, digest: str) -> str:
-        return f"{self.prefix}:{{{task}}}:{digest}:queued"
+        return f"{self.tag(task, digest)}:{digest}:queued"
 
     def enqueue(self, task: str, digest: str, scope: str) -> str:
         """Where a ``queued*`` task's enqueue lock lives: a key of its own for ``queued`` (one
         copy queued beside one running), the run lock itself for ``queued_or_running``."""
         return self.queued(task, digest) if scope == "queued" else self.lock(task, digest)
 
-    def fence(self, task: str) -> str:
-        return f"{self.prefix}:{{{task}}}:fence"
+    def fence(self, task: str, digest: str) -> str:
+        return f"{self.tag(task, digest)}:fence"
 
-    def done(self, task: str) -> str:
-        return f"{self.prefix}:{{{task}}}:done"
+    def done(self, task: str, digest: str) -> str:
+        return f"{self.tag(task, digest)}:done"
 
     def pattern(self, task: str = "*") -> str:
         """A SCAN pattern for the keys of one task (or all tasks)."""
-        return f"{self.prefix}:{{{task}}}:*"
+        return f"{self.prefix}:{{{task}:?}}:*"
 
     @staticmethod
     def is_bookkeeping(key: str) -> bool:

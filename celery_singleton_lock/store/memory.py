@@ -2,7 +2,7 @@
 
 It follows the same contract as the Redis backends, which the shared contract
 tests check against both: tokens compared on every change, TTLs that run out on
-an injectable clock, a fencing counter per task, enqueue locks adopted by token,
+an injectable clock, fencing counters handed out to holders on demand, enqueue locks adopted by token,
 completions remembered for a while, and release announcements a waiter can block
 on. One instance is one lock store: every thread (and every app) handed the same
 instance sees the same locks; nothing is shared between instances.
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from .backend import NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 
 __all__ = ["MemoryBackend"]
 
@@ -69,32 +69,30 @@ class MemoryBackend:
                         pttl_ms=max(int(lock.expires_ms - self._now_ms()), 0), heartbeat_ms=_int(f["hb"]),
                         state=f["state"], same_token=f["token"] == token)
 
-    def _grant(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder, state: str) -> Grant:
-        fence = self._counters.get(fence_key, 0) + 1
-        self._counters[fence_key] = fence
-        self._locks[key] = _Lock({"token": token, "fence": str(fence), "task_id": holder.task_id,
+    def _grant(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str) -> Grant:
+        self._locks[key] = _Lock({"token": token, "task_id": holder.task_id,
                                   "host": holder.host, "pid": str(holder.pid), "since": str(holder.since_ms),
-                                  "ttl": str(ttl_ms), "hb": str(holder.heartbeat_ms), "state": state},
+                                  "ttl": str(ttl_ms), "hb": str(holder.heartbeat_ms), "state": state,
+                                  "redelivered": ""},
                                  self._now_ms() + ttl_ms)
-        return Grant(fence=fence)
+        return GRANT
 
     # -- the protocol ------------------------------------------------------------------------------
-    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
-                state: str = "running") -> Outcome:
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
         with self._cond:
             lock = self._live(key)
             if lock is None:
-                return self._grant(key, fence_key, token, ttl_ms, holder, state)
+                return self._grant(key, token, ttl_ms, holder, state)
             if lock.fields["token"] == token and lock.fields["state"] == state:
-                return Grant(fence=int(lock.fields["fence"]))
+                return GRANT
             return self._conflict(key, lock, token)
 
-    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str, ttl_ms: int,
+    def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
               holder: Holder) -> Union[Grant, Conflict, NotOurs]:
         with self._cond:
             mine = self._live(key)
             if mine is not None and mine.fields["token"] == token:
-                return Grant(fence=int(mine.fields["fence"]))
+                return GRANT
             queued = self._live(queued_key)
             if queued is None or queued.fields["token"] != queued_token or queued.fields["state"] != "queued":
                 if queued_key == key and mine is not None:
@@ -104,7 +102,16 @@ class MemoryBackend:
                 if mine is not None:
                     return replace(self._conflict(key, mine, token), same_token=False)
                 del self._locks[queued_key]
-            return self._grant(key, fence_key, token, ttl_ms, holder, "running")
+            return self._grant(key, token, ttl_ms, holder, "running")
+
+    def fence(self, key: str, fence_key: str, token: str) -> Optional[int]:
+        with self._cond:
+            lock = self._live(key)
+            if lock is None or lock.fields["token"] != token:
+                return None
+            fence = self._counters.get(fence_key, 0) + 1
+            self._counters[fence_key] = fence
+            return fence
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         with self._cond:
@@ -178,8 +185,8 @@ class MemoryBackend:
         """Nothing to drop: the locks stay, as a Redis server's do when a client goes."""
 
     # -- for tests ---------------------------------------------------------------------------------
-    def fence(self, fence_key: str) -> int:
-        """The fencing counter's value (0 before the first grant)."""
+    def counter(self, fence_key: str) -> int:
+        """The fencing counter's value (0 before the first fence handed out)."""
         with self._cond:
             return self._counters.get(fence_key, 0)
 

@@ -66,15 +66,17 @@ def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000) ->
     """
     queued_token, token = new_token(), new_token()
     queued, key = layout.queued(PROBE_TASK, queued_token), layout.lock(PROBE_TASK, queued_token)
-    fence, done = layout.fence(PROBE_TASK), layout.done(PROBE_TASK)
+    fence, done = layout.fence(PROBE_TASK, queued_token), layout.done(PROBE_TASK, queued_token)
     holder = Holder(task_id=queued_token, host=socket.gethostname(), pid=os.getpid(),
                     since_ms=int(time.time() * 1000), heartbeat_ms=ttl_ms // 3)
     step = _Step()
     try:
         step("acquire")
-        store.acquire(queued, fence, queued_token, ttl_ms, holder, state="queued")  # loads the script
+        store.acquire(queued, queued_token, ttl_ms, holder, state="queued")
         step("adopt")
-        store.adopt(queued, key, fence, queued_token, token, ttl_ms, holder)
+        store.adopt(queued, key, queued_token, token, ttl_ms, holder)  # loads the script
+        step("fence")
+        store.fence(key, fence, token)
         step("renew")
         store.renew([(key, token, ttl_ms)])
         step("mark_redelivered")

@@ -18,17 +18,15 @@ per-node timeout:
   when too few masters answered to tell (the heartbeat retries, and gives the lock
   up once its TTL has surely passed).
 
-**Fencing.** Every master keeps its own per-task counter. Taking the largest
-value among the granting masters is not enough on its own: that largest value
-may live on a master that the next holder's majority does not include. So a
-fence ``F`` is handed out only once a majority of the granting masters hold a
-counter ``>= F``: when they did not all return ``F``, a second round raises
-their counters to ``F`` (``RAISE_FENCE``). Any later majority overlaps that
-majority, and the overlapping master's counter goes past ``F``, so the next
-holder's fence is larger. Each acquire also proposes a floor (the largest fence
-this process has seen for the task, plus one), which keeps the counters of the
-masters together so the second round is rarely needed. This holds as long as no
-master loses its counter (see ``docs/guarantees.md``: persistence).
+**Fencing.** A holder asks for its fence when it first reads it: each master
+that holds the lock under its token hands out one from its counter of the key's
+bucket. The largest alone is not enough (it may live on a master that the next
+holder's majority lacks), so a fence ``F`` is handed out only once a majority
+hold a counter ``>= F``, after a second round (``RAISE_FENCE``) when they
+differed. Any later majority overlaps that one, so the next fence is larger.
+Each ask proposes a floor (the largest fence this process saw, plus one), which
+keeps the counters together; a master restarted empty starts again from its
+clock in microseconds (see ``docs/guarantees.md``).
 """
 
 from __future__ import annotations
@@ -44,11 +42,12 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import redis
 
-from .backend import NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .redis_backend import RedisBackend
 from .errors import error_text
 from .fanout import Failed, FanOut, Results, column_counts, most_seen
 from .quorum_events import QuorumReleaseEvents, subscribed
+from .quorum_fence import QuorumFencing
 
 __all__ = ["QuorumBackend", "QuorumUnavailable"]
 
@@ -71,7 +70,7 @@ class QuorumUnavailable(redis.exceptions.ConnectionError):
         self.quorum = quorum
 
 
-class QuorumBackend(FanOut):
+class QuorumBackend(QuorumFencing, FanOut):
     """The lock protocol on N independent Redis masters, decided by majority."""
 
     records_completions = False
@@ -111,32 +110,27 @@ class QuorumBackend(FanOut):
             size=len(self.nodes), quorum=self.quorum)
 
     # -- acquire ---------------------------------------------------------------------------------
-    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
-                state: str = "running", *, fence_floor: int = 0) -> Outcome:
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
         """Take ``key`` on a majority of masters; see the module docstring."""
         for attempt in range(self.split_retries + 1):
-            outcome = self._take(key, token, ttl_ms, fence_key, fence_floor,
-                                 lambda node, floor: node.acquire(key, fence_key, token, ttl_ms, holder, state,
-                                                                  fence_floor=floor))
+            outcome = self._take(key, token, ttl_ms, lambda node: node.acquire(key, token, ttl_ms, holder, state))
             if not isinstance(outcome, _Split):
                 return outcome
             if attempt < self.split_retries:
                 time.sleep(random.uniform(0, self.split_retry_delay))  # let one racer win next time
         return outcome.conflict
 
-    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
-              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Union[Grant, Conflict, NotOurs]:
+    def adopt(self, queued_key: str, key: str, queued_token: str, token: str,
+              ttl_ms: int, holder: Holder) -> Union[Grant, Conflict, NotOurs]:
         """Turn an enqueue lock held by quorum into a running lock."""
-        outcome = self._take(key, token, ttl_ms, fence_key, fence_floor,
-                             lambda node, floor: node.adopt(queued_key, key, fence_key, queued_token, token,
-                                                            ttl_ms, holder, fence_floor=floor),
+        outcome = self._take(key, token, ttl_ms,
+                             lambda node: node.adopt(queued_key, key, queued_token, token, ttl_ms, holder),
                              adopting=True)
         return outcome.conflict if isinstance(outcome, _Split) else outcome
 
-    def _take(self, key: str, token: str, ttl_ms: int, fence_key: str, fence_floor: int,
-              call: Callable[[RedisBackend, int], Union[Grant, Conflict, NotOurs]], adopting: bool = False) -> Any:
+    def _take(self, key: str, token: str, ttl_ms: int,
+              call: Callable[[RedisBackend], Union[Grant, Conflict, NotOurs]], adopting: bool = False) -> Any:
         started = self._clock()
-        floor = max(fence_floor, self._fence_hint.get(fence_key, 0) + 1 if fence_key in self._fence_hint else 0)
         n, q = len(self.nodes), self.quorum
 
         def decided(results: Results) -> bool:
@@ -144,23 +138,19 @@ class QuorumBackend(FanOut):
             refusals = sum(isinstance(r, (Conflict, NotOurs)) for r in results.values())
             return grants >= q or refusals > n - q
 
-        results, running = self._fan_out(lambda node: call(node, floor), decided=decided)
-        grants = {i: r.fence for i, r in results.items() if isinstance(r, Grant)}
+        results, running = self._fan_out(call, decided=decided)
+        grants = sum(1 for r in results.values() if isinstance(r, Grant))
         conflicts = [r for r in results.values() if isinstance(r, Conflict)]
         not_ours = sum(1 for r in results.values() if isinstance(r, NotOurs))
-        if grants:
-            self._note_fence(fence_key, max(grants.values()))
-        if len(grants) >= q:
-            fence = self._settle_fence(fence_key, grants)
+        if grants >= q:
             validity = ttl_ms / 1000.0 - (self._clock() - started) - (ttl_ms / 1000.0 * self.clock_drift + 0.002)
-            if fence is not None and validity > 0:
-                return Grant(fence=fence)
+            if validity > 0:
+                return GRANT
             self._release_everywhere(key, token, running)
-            why = "no majority could confirm the fencing token" if fence is None else \
-                f"the quorum was reached too late (validity {validity * 1000:.0f} ms)"
-            raise self._unavailable(f"lock {key}: {why}", results)
+            raise self._unavailable(f"lock {key}: the quorum was reached too late (validity "
+                                    f"{validity * 1000:.0f} ms)", results)
         self._release_everywhere(key, token, running)
-        if len(grants) + len(conflicts) + not_ours < q:
+        if grants + len(conflicts) + not_ours < q:
             raise self._unavailable(f"lock {key}", results)
         if conflicts:
             conflict = most_seen(conflicts)
@@ -168,20 +158,6 @@ class QuorumBackend(FanOut):
                 return _Split(conflict)  # racing acquirers split the vote: retry after a random delay
             return conflict
         return NOT_OURS  # adopt: the enqueue lock is not ours on a majority
-
-    def _settle_fence(self, fence_key: str, grants: Dict[int, int]) -> Optional[int]:
-        """The fence to hand out, once a majority of the granting masters hold a counter >= it."""
-        top = max(grants.values())
-        if sum(1 for value in grants.values() if value == top) >= self.quorum:
-            return top
-        raised = self._broadcast(lambda node: node.raise_fence(fence_key, top), indices=list(grants))
-        confirmed = sum(1 for value in raised.values() if isinstance(value, int) and value >= top)
-        return top if confirmed >= self.quorum else None
-
-    def _note_fence(self, fence_key: str, fence: int) -> None:
-        with self._guard:
-            if fence > self._fence_hint.get(fence_key, 0):
-                self._fence_hint[fence_key] = fence
 
     def _release_everywhere(self, key: str, token: str, running: Dict[int, Future]) -> None:
         """Undo a failed acquire on every master, also those that did not answer yet (they may take it).
@@ -205,20 +181,17 @@ class QuorumBackend(FanOut):
 
         Completions are not noted (:attr:`records_completions`): the masters' notes could disagree.
         """
-        results = self._broadcast(lambda node: node.release(key, token),
-                                  decided=lambda r: sum(1 for v in r.values() if v is True) >= self.quorum)
-        [verdict] = self._tally(results, [sum(1 for r in results.values() if r is True)])
-        if verdict is None:
-            raise self._unavailable(f"release of {key}", results)
-        return verdict
+        return self._majority(f"release of {key}", lambda node: node.release(key, token))
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         """Hand a running lock back to the queue on every master; ``True`` when a majority did."""
-        results = self._broadcast(lambda node: node.requeue(key, token, ttl_ms),
-                                  decided=lambda r: sum(1 for v in r.values() if v is True) >= self.quorum)
+        return self._majority(f"requeue of {key}", lambda node: node.requeue(key, token, ttl_ms))
+
+    def _majority(self, what: str, call: Callable[[RedisBackend], bool]) -> bool:
+        results = self._broadcast(call, decided=lambda r: sum(1 for v in r.values() if v is True) >= self.quorum)
         [verdict] = self._tally(results, [sum(1 for r in results.values() if r is True)])
         if verdict is None:
-            raise self._unavailable(f"requeue of {key}", results)
+            raise self._unavailable(what, results)
         return verdict
 
     def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:

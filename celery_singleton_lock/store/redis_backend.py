@@ -1,11 +1,14 @@
 """The lock protocol on one Redis client (one server, Sentinel's master, or a Redis Cluster).
 
-Each public method is one script call: EVALSHA through redis-py's registered
-:class:`~redis.commands.core.Script`, which loads the script again on NOSCRIPT
-(after a ``SCRIPT FLUSH`` or a restarted server). :meth:`RedisBackend.holder` is one
-pipelined round trip of two reads, :meth:`RedisBackend.release_events` a Pub/Sub
-subscription. The backend keeps no lock state of its own: who holds what lives
-in Redis and in the caller's :class:`~.heartbeat.Lease`.
+A free lock is taken with one ``SET key value NX PX ttl GET``, which answers the
+holder's value when the lock is not free (Redis 7 and Valkey; Redis 6.2 refuses ``NX``
+with ``GET``, so there the holder is read by a second call, only on a conflict). No
+script, no pipeline: one command on the hot path. Every change to a held lock compares its token first, in a script
+(``lua/``): EVALSHA through redis-py's registered :class:`~redis.commands.core.Script`,
+which loads the script again on NOSCRIPT (after a ``SCRIPT FLUSH`` or a restart).
+Grants go through their own client, guarded by :mod:`.start_gate`; the holders'
+calls (renew, release, fence) through another. The backend keeps no lock state of
+its own: who holds what lives in Redis and in the caller's :class:`~.heartbeat.Lease`.
 """
 
 from __future__ import annotations
@@ -17,18 +20,19 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import redis
 from redis.cluster import RedisCluster
 
-from . import scripts
-from .backend import NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from . import record, scripts
+from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from .start_gate import RestartWait
 
 __all__ = ["RedisBackend", "Client", "RestartWait"]
 
 #: What a backend talks to: one Redis (or Sentinel's master), or a Redis Cluster.
 Client = Union[redis.Redis, RedisCluster]
 
-
-def holder_args(token: str, ttl_ms: int, holder: Holder) -> Tuple[Any, ...]:
-    """The holder's ARGV as ACQUIRE and ADOPT read it after their tokens (see the .lua headers)."""
-    return (token, ttl_ms, holder.task_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms)
+#: A conflict whose holder cannot be read (the key holds something that is not a lock value,
+#: e.g. a lock written by an older release): someone holds it, for an unknown time.
+UNKNOWN_HOLDER = Conflict(task_id="", host="", pid=None, since_ms=None, pttl_ms=0, heartbeat_ms=None,
+                          state="running")
 
 
 def release_call(key: str, token: str, completion: Optional[Completion]) -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
@@ -41,13 +45,6 @@ def release_call(key: str, token: str, completion: Optional[Completion]) -> Tupl
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _int_or_none(value: Any) -> Optional[int]:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def floor_arg(fence_floor: int) -> Tuple[int, ...]:
@@ -64,28 +61,38 @@ def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
     return keys, args
 
 
-class RestartWait(redis.exceptions.ConnectionError):
-    """The server started without its data less than a lease ago: no grant until every lock it
-    may have lost has expired or been taken back by its live holder (an outage: it passes)."""
-
-    def __init__(self, wait_ms: int) -> None:
-        super().__init__(f"the lock store started without its data less than a lease ago: grants wait "
-                         f"{wait_ms} ms more, until every lock it may have lost has expired or been taken back")
-        self.wait_ms = wait_ms
+def queue_acquire(pipe: Any, key: str, value: str, ttl_ms: int) -> None:
+    """The acquire's three commands, on a pipeline: take if free, then read the holder."""
+    pipe.set(key, value, nx=True, px=ttl_ms)
+    pipe.get(key)
+    pipe.pttl(key)
 
 
-def outcome(reply: Sequence[Any]) -> Union[Grant, Conflict, NotOurs]:
-    """ACQUIRE's and ADOPT's reply: {1, fence}, {0, holder...}, {2} (not ours) or {3, ms} (raised:
-    :class:`RestartWait`)."""
+def acquired(replies: Sequence[Any], token: str, state: str) -> Optional[Outcome]:
+    """The outcome of :func:`queue_acquire`'s replies; ``None`` when the lock was released
+    between the ``SET`` and the ``GET`` (ask again)."""
+    taken, value, pttl = replies[:3]
+    if isinstance(taken, Exception):
+        raise taken
+    if taken:
+        return GRANT
+    if isinstance(value, Exception):
+        return UNKNOWN_HOLDER
+    if value is None:
+        return None
+    fields = record.decode(value)
+    if fields["token"] == token and fields["state"] == state:
+        return GRANT  # ours already: a repeated ask after a reply lost to a broken connection
+    return record.conflict(value, pttl if isinstance(pttl, int) else 0, token)
+
+
+def adopted(reply: Sequence[Any], queued_key: str, key: str, queued_token: str) -> Union[Grant, Conflict, NotOurs]:
+    """ADOPT's reply: {1}, {0, value, pttl} or {2}."""
     status = int(reply[0])
-    if status == 3:
-        raise RestartWait(int(reply[1]))
     if status == 1:
-        return Grant(fence=int(reply[1]))
+        return GRANT
     if status == 0:
-        return Conflict(task_id=_text(reply[1]), host=_text(reply[2]), pid=_int_or_none(reply[3]),
-                        since_ms=_int_or_none(reply[4]), pttl_ms=int(reply[5]),
-                        heartbeat_ms=_int_or_none(reply[6]), state=_text(reply[7]), same_token=bool(int(reply[8])))
+        return record.conflict(reply[1], reply[2], queued_token if queued_key == key else None)
     return NOT_OURS
 
 
@@ -94,32 +101,59 @@ class RedisBackend:
 
     records_completions = True
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, grants: Optional[Client] = None) -> None:
+        """``client`` serves the holders' calls; ``grants`` (the same client when not given) the
+        acquires and adoptions, behind :func:`~.start_gate.start_gate` when :func:`.connect` built it."""
         self.client = client
-        self._acquire = client.register_script(scripts.ACQUIRE)
+        self.grants = client if grants is None else grants
+        self._set_get = True  # SET ... NX GET, until the server refuses it (Redis 6.2)
         self._release = client.register_script(scripts.RELEASE)
         self._mark_redelivered = client.register_script(scripts.MARK_REDELIVERED)
         self._renew = client.register_script(scripts.RENEW)
         self._adopt = client.register_script(scripts.ADOPT)
         self._requeue = client.register_script(scripts.REQUEUE)
+        self._fence = client.register_script(scripts.FENCE)
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
         self._completed = client.register_script(scripts.COMPLETED)
 
-    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
-                state: str = "running", *, fence_floor: int = 0) -> Outcome:
-        """Take ``key`` if free; ``fence_floor`` (a quorum's proposal) lifts the fencing counter."""
-        reply = self._acquire(keys=(key, fence_key),
-                              args=(*holder_args(token, ttl_ms, holder), state, *floor_arg(fence_floor)))
-        result = outcome(reply)
-        assert not isinstance(result, NotOurs)
-        return result
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
+        """Take ``key`` if free: one command, no script."""
+        value = record.encode(token, state, ttl_ms, holder)
+        for _ in range(3):
+            if self._set_get:
+                try:
+                    held = self.grants.set(key, value, nx=True, px=ttl_ms, get=True)
+                except redis.exceptions.ResponseError as exc:
+                    if str(exc).startswith("WRONGTYPE"):
+                        return UNKNOWN_HOLDER  # not a lock value: someone holds it, in another format
+                    if "syntax" not in str(exc).lower():
+                        raise
+                    self._set_get = False  # Redis 6.2: NX and GET do not go together
+                    continue
+                if held is None:
+                    return GRANT
+            elif self.grants.set(key, value, nx=True, px=ttl_ms):
+                return GRANT
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(key)
+            pipe.pttl(key)
+            result = acquired([False, *pipe.execute(raise_on_error=False)], token, state)
+            if result is not None:
+                return result
+        return UNKNOWN_HOLDER  # taken and released under our feet three times: busy
 
-    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str, ttl_ms: int,
-              holder: Holder, *, fence_floor: int = 0) -> Union[Grant, Conflict, NotOurs]:
+    def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
+              holder: Holder) -> Union[Grant, Conflict, NotOurs]:
         """Turn an enqueue lock handed over by token into a running lock."""
-        reply = self._adopt(keys=(queued_key, key, fence_key),
-                            args=(queued_token, *holder_args(token, ttl_ms, holder), *floor_arg(fence_floor)))
-        return outcome(reply)
+        reply = self._adopt(keys=(queued_key, key),
+                            args=(queued_token, token, record.encode(token, "running", ttl_ms, holder), ttl_ms),
+                            client=self.grants)
+        return adopted(reply, queued_key, key, queued_token)
+
+    def fence(self, key: str, fence_key: str, token: str, *, floor: int = 0) -> Optional[int]:
+        """The fencing token of the holder of ``key`` under ``token``; ``None`` when it does not hold it.
+        ``floor`` (a quorum's proposal) lifts the counter."""
+        return int(self._fence(keys=(key, fence_key), args=(token, *floor_arg(floor)))) or None
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         return bool(self._requeue(keys=(key,), args=(token, ttl_ms)))
@@ -160,21 +194,22 @@ class RedisBackend:
         return str(run_id) if run_id else None
 
     def close(self) -> None:
-        pool = getattr(self.client, "connection_pool", None)
-        if pool is not None:
-            pool.disconnect()
-        else:
-            self.client.close()
+        for client in {id(self.client): self.client, id(self.grants): self.grants}.values():
+            pool = getattr(client, "connection_pool", None)
+            if pool is not None:
+                pool.disconnect()
+            else:
+                client.close()
 
     def holder(self, key: str) -> Optional[Dict[str, str]]:
         """The lock's fields with its remaining ttl, for diagnostics; ``None`` when free."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.hgetall(key)
+        pipe.get(key)
         pipe.pttl(key)
-        fields, pttl = pipe.execute()
-        if not fields:
+        value, pttl = pipe.execute(raise_on_error=False)
+        if value is None:
             return None
-        info = {_text(k): _text(v) for k, v in fields.items()}
+        info = {"token": "", "state": "unreadable"} if isinstance(value, Exception) else record.decode(value)
         info["pttl"] = str(pttl)
         return info
 

@@ -28,8 +28,9 @@ from typing import Any, List, Sequence, Tuple, Union
 import redis
 from redis.exceptions import NoScriptError
 
+from . import record
 from .backend import Conflict, Grant, Holder, NotOurs, Outcome
-from .redis_backend import RedisBackend, floor_arg, holder_args, outcome, renew_args
+from .redis_backend import RedisBackend, acquired, adopted, queue_acquire, renew_args, UNKNOWN_HOLDER
 
 __all__ = ["ReplicaAckBackend", "ReplicaAckError"]
 
@@ -43,22 +44,23 @@ class ReplicaAckError(redis.exceptions.ConnectionError):
 class ReplicaAckBackend(RedisBackend):
     """A :class:`RedisBackend` whose acquires are acknowledged by ``replicas`` replicas (``WAIT``)."""
 
-    def __init__(self, client: Any, *, replicas: int = 1, timeout: float = 1.0) -> None:
-        super().__init__(client)
+    def __init__(self, client: Any, grants: Any = None, *, replicas: int = 1, timeout: float = 1.0) -> None:
+        super().__init__(client, grants)
         if replicas < 1:
             raise ValueError("replica_ack must be >= 1 (0 means: do not wait, use RedisBackend)")
         self.replicas = replicas
         self.timeout_ms = max(1, int(timeout * 1000))
 
-    def _then_wait(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Tuple[Any, int]:
+    def _then_wait(self, script: Any, keys: Sequence[Any], args: Sequence[Any], client: Any = None) -> Tuple[Any, int]:
         """Run ``script`` and ``WAIT`` on one connection, in one round trip: (reply, replicas that acked)."""
+        client = self.client if client is None else client
         for _ in range(2):
-            pipe = self.client.pipeline(transaction=False)
+            pipe = client.pipeline(transaction=False)
             pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
             pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
             reply, acked = pipe.execute(raise_on_error=False)
             if isinstance(reply, NoScriptError):
-                script.sha = self.client.script_load(script.script)  # after a restart or SCRIPT FLUSH
+                script.sha = client.script_load(script.script)  # after a restart or SCRIPT FLUSH
                 continue
             if isinstance(reply, Exception):
                 raise reply
@@ -78,19 +80,28 @@ class ReplicaAckBackend(RedisBackend):
                     f"replica(s) within {self.timeout_ms} ms; released again (replica_ack)")
         return result
 
-    def acquire(self, key: str, fence_key: str, token: str, ttl_ms: int, holder: Holder,
-                state: str = "running", *, fence_floor: int = 0) -> Outcome:
-        reply, acked = self._then_wait(self._acquire, (key, fence_key),
-                                       (*holder_args(token, ttl_ms, holder), state, *floor_arg(fence_floor)))
-        result = self._acknowledged(key, token, outcome(reply), acked)
-        assert not isinstance(result, NotOurs)
-        return result
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
+        value = record.encode(token, state, ttl_ms, holder)
+        for _ in range(3):
+            pipe = self.grants.pipeline(transaction=False)
+            queue_acquire(pipe, key, value, ttl_ms)
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+            replies = pipe.execute(raise_on_error=False)
+            result = acquired(replies, token, state)
+            if result is not None:
+                if isinstance(replies[3], Exception):
+                    raise replies[3]
+                acknowledged = self._acknowledged(key, token, result, int(replies[3]))
+                assert not isinstance(acknowledged, NotOurs)
+                return acknowledged
+        return UNKNOWN_HOLDER
 
-    def adopt(self, queued_key: str, key: str, fence_key: str, queued_token: str, token: str,
-              ttl_ms: int, holder: Holder, *, fence_floor: int = 0) -> Union[Grant, Conflict, NotOurs]:
-        reply, acked = self._then_wait(self._adopt, (queued_key, key, fence_key),
-                                       (queued_token, *holder_args(token, ttl_ms, holder), *floor_arg(fence_floor)))
-        return self._acknowledged(key, token, outcome(reply), acked)
+    def adopt(self, queued_key: str, key: str, queued_token: str, token: str,
+              ttl_ms: int, holder: Holder) -> Union[Grant, Conflict, NotOurs]:
+        reply, acked = self._then_wait(self._adopt, (queued_key, key),
+                                       (queued_token, token, record.encode(token, "running", ttl_ms, holder), ttl_ms),
+                                       client=self.grants)
+        return self._acknowledged(key, token, adopted(reply, queued_key, key, queued_token), acked)
 
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
         if not items:

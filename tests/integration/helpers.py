@@ -8,6 +8,7 @@ from typing import Any, Dict, List
 
 import redis
 
+from celery_singleton_lock.store import record
 from tests.support.waits import wait_for
 
 
@@ -32,6 +33,13 @@ def overlaps(intervals: List[dict]) -> List[tuple]:
 def lock_keys(lock_redis: redis.Redis) -> List[str]:
     """Lock keys under the test prefix, bookkeeping (fencing counters, completion sets) left out."""
     return [k for k in lock_redis.scan_iter("csltest:*") if not k.endswith((":fence", ":done"))]
+
+
+def lock_field(lock_redis: redis.Redis, key: str, field: str) -> Any:
+    """One field of a held lock (``token``, ``task_id``, ``state``...), as the library encodes it;
+    ``None`` when the key is free."""
+    value = lock_redis.get(key)
+    return None if value is None else record.decode(value)[field]
 
 
 def wait_started(events: redis.Redis, count: int = 1, timeout: float = 20.0) -> List[dict]:

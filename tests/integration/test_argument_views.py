@@ -106,7 +106,7 @@ def _take_enqueue_lock(app, task, digest: str) -> str:
     holder = Holder(task_id="publisher", host="test", pid=os.getpid(), since_ms=int(time.time() * 1000),
                     heartbeat_ms=10_000)
     key = runtime.layout.enqueue(task.name, digest, task.singleton_lock()[0].scope)
-    assert isinstance(runtime.store.acquire(key, runtime.layout.fence(task.name), token, 120_000, holder,
+    assert isinstance(runtime.store.acquire(key, token, 120_000, holder,
                                             state="queued"), Grant)
     return token
 

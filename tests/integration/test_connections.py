@@ -25,7 +25,7 @@ def _round_trip(url: str, transport_options=None) -> None:
     try:
         key = runtime.layout.lock("conn.job", "d")
         holder = Holder("id", "h", os.getpid(), int(time.time() * 1000), 1000)
-        assert isinstance(runtime.store.acquire(key, runtime.layout.fence("conn.job"), "tok", 5000, holder), Grant)
+        assert isinstance(runtime.store.acquire(key, "tok", 5000, holder), Grant)
         assert runtime.store.release(key, "tok")
     finally:
         runtime.close()

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.integration.helpers import lock_keys, overlaps, records, wait_started, wait_unlocked
+from tests.integration.helpers import lock_field, lock_keys, overlaps, records, wait_started, wait_unlocked
 from tests.support.waits import wait_for
 
 
@@ -98,7 +98,7 @@ def test_revoking_a_waiting_message_frees_its_lock(proj, start_worker, events_re
     waiting = proj.qor_job.delay("x")
     wait_for(lambda: broker_redis.hlen("unacked") >= 1 or queued_messages(broker_redis) == 0, 5,
              what="the worker to reserve the message")
-    key = next(k for k in lock_keys(lock_redis) if lock_redis.hget(k, "task_id") == waiting.id)
+    key = next(k for k in lock_keys(lock_redis) if lock_field(lock_redis, k, "task_id") == waiting.id)
 
     revoked_at = time.monotonic()
     waiting.revoke()

@@ -83,7 +83,8 @@ def test_a_wrong_password_stops_the_worker_at_start(test_env):
 
 @pytest.mark.parametrize("denied, words", [
     ("-evalsha", "no permissions to run the 'evalsha' command"),
-    ("-hset", "in the acquire script"),           # Redis checks a script's inner commands as it runs them
+    ("-set", "at the acquire step"),               # the first command a grant sends
+    ("-time", "in the fence script"),              # Redis checks a script's inner commands as it runs them
     ("-zadd", "in the release script"),             # sent as EVAL, its reply read later
     ("-subscribe", "at the subscribe step"),
 ])
@@ -146,17 +147,17 @@ def test_a_permission_lost_while_the_worker_runs_fails_tasks_never_runs_them_ung
     server, url = locks_user
     worker = start_worker(concurrency=2, env={"CSL_LOCK_URL": url})
     assert proj.error_run.delay("warm-up").get(timeout=20)["key"] == "warm-up"
-    admin(server).acl_setuser("locks", enabled=True, commands=["-hset"])  # applies to connections already open
+    admin(server).acl_setuser("locks", enabled=True, commands=["-set"])  # applies to connections already open
 
     outcomes = [proj.error_run.delay("run"), proj.error_retry.delay("retry"), proj.error_raise.delay("raise")]
 
     for result in outcomes:
-        with pytest.raises(ConfigurationError, match="lacks a permission in the acquire script"):
+        with pytest.raises(ConfigurationError, match="lacks a permission at the acquire step"):
             result.get(timeout=30)
     assert [e["key"] for e in records(events_redis, "started")] == ["warm-up"]  # on_lock_error="run" too
     log = worker.log()
     assert " busy" not in log and "Retry in" not in log  # not a held lock, and not retried
-    assert "can't run this command" in log and "refused lock" in log
+    assert "no permissions to run the 'set' command" in log and "refused lock" in log
 
 
 def test_a_lock_store_turned_read_only_replica_fails_tasks_with_configuration_error(
@@ -199,7 +200,7 @@ def test_apply_async_of_a_queued_task_refuses_a_misconfigured_store_and_publishe
 
 def test_a_quorum_master_set_up_wrong_stops_the_worker_even_when_a_majority_works(test_env, acl_server):
     admin(acl_server).acl_setuser("locks", enabled=True, passwords=["+pw"], keys=["csltest:*"],
-                                  channels=["csltest:*"], commands=["+@all", "-hset"])
+                                  channels=["csltest:*"], commands=["+@all", "-set"])
     with RedisServer() as one, RedisServer() as two:
         urls = [f"{one.url}/0", f"{two.url}/0", f"redis://locks:pw@127.0.0.1:{acl_server.port}/0"]
         worker = Worker("tests.integration.proj_topo", dict(test_env, CSL_LOCK_URLS=",".join(urls)),

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.integration.helpers import (lock_keys, overlaps, records, restore_overdue, wait_accepted, wait_started,
+from tests.integration.helpers import (lock_field, lock_keys, overlaps, records, restore_overdue, wait_accepted, wait_started,
                                       wait_unlocked)
 from tests.support.waits import wait_for
 
@@ -188,12 +188,12 @@ def test_a_paused_holder_cannot_delete_the_next_holders_lock(proj, start_worker,
         second = proj.quick_ttl.apply_async(("k",), {"duration": 4.0}, queue="other")
         wait_started(events_redis, 2)
         [key] = lock_keys(lock_redis)
-        assert lock_redis.hget(key, "task_id") == second.id
+        assert lock_field(lock_redis, key, "task_id") == second.id
     finally:
         os.kill(child, signal.SIGCONT)
 
     first.get(timeout=20)  # the old holder finished and tried to release
-    assert lock_redis.hget(key, "task_id") == second.id  # ...but the new holder's lock is intact
+    assert lock_field(lock_redis, key, "task_id") == second.id  # ...but the new holder's lock is intact
     wait_for(lambda: "singleton lock LOST" in paused.log(), 10, what="the loss reported at ERROR")
     assert "ERROR" in [line for line in paused.log().splitlines() if "LOST" in line][0]
     second.get(timeout=20)

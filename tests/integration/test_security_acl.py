@@ -72,11 +72,12 @@ def _holder(task_id: str) -> Holder:
 
 def exercise_store(store: Any, layout: KeyLayout) -> None:
     """Each operation of the lock protocol once, the way workers, publishers and ``celery locks`` use them."""
-    fence, done = layout.fence(TASK), layout.done(TASK)
+    fence, done = layout.fence(TASK, "a" * 32), layout.done(TASK, "a" * 32)
     key, other, queued = layout.lock(TASK, "a" * 32), layout.lock(TASK, "b" * 32), layout.queued(TASK, "b" * 32)
     # take it, meet it as a duplicate, look at its holder, renew it
-    assert isinstance(store.acquire(key, fence, "t1", 10_000, _holder("id-1")), Grant)
-    conflict = store.acquire(key, fence, "t2", 10_000, _holder("id-2"))
+    assert isinstance(store.acquire(key, "t1", 10_000, _holder("id-1")), Grant)
+    assert store.fence(key, fence, "t1")
+    conflict = store.acquire(key, "t2", 10_000, _holder("id-2"))
     assert isinstance(conflict, Conflict) and conflict.task_id == "id-1" and conflict.pttl_ms > 0
     assert store.holder(key)["token"] == "t1"
     assert store.renew([(key, "t1", 10_000)]) == [True]
@@ -87,12 +88,12 @@ def exercise_store(store: Any, layout: KeyLayout) -> None:
         assert events.wait(5)
     assert store.completed(done, "id-1")
     # an enqueue lock adopted by a worker, handed back by self.retry(), released by the main process
-    assert isinstance(store.acquire(queued, fence, "q1", 10_000, _holder("id-3"), "queued"), Grant)
-    assert isinstance(store.adopt(queued, other, fence, "q1", "r1", 10_000, _holder("id-3")), Grant)
+    assert isinstance(store.acquire(queued, "q1", 10_000, _holder("id-3"), "queued"), Grant)
+    assert isinstance(store.adopt(queued, other, "q1", "r1", 10_000, _holder("id-3")), Grant)
     assert store.requeue(other, "r1", 10_000)
     assert store.release_many([(other, "r1")]) == [True]
     # the operator's view: list, then clear by token
-    assert isinstance(store.acquire(key, fence, "t4", 10_000, _holder("id-5")), Grant)
+    assert isinstance(store.acquire(key, "t4", 10_000, _holder("id-5")), Grant)
     [record] = scan_locks(store.client, layout)
     assert record.task_id == "id-5"
     assert clear_lock(store, record, force=True).cleared
@@ -102,7 +103,7 @@ def exercise_quorum(server: AclServer, layout: KeyLayout) -> None:
     """A quorum over three databases whose fencing counters all differ: whichever majority answers
     first disagrees on the fence, so it is settled with RAISE_FENCE; the next acquire proposes a floor."""
     task = "acl.quorum"
-    fence, key = layout.fence(task), layout.lock(task, "c" * 32)
+    fence, key = layout.fence(task, "c" * 32), layout.lock(task, "c" * 32)
     for db, counter in ((2, 50), (3, 100)):
         admin = server.admin(db)
         try:
@@ -112,11 +113,13 @@ def exercise_quorum(server: AclServer, layout: KeyLayout) -> None:
     quorum = open_store([server.user_url(db) for db in (1, 2, 3)],
                         dict(EAGER_HEALTH_CHECKS, quorum_node_timeout=5))
     try:
-        first = quorum.acquire(key, fence, "f1", 10_000, _holder("id-q1"))
-        assert isinstance(first, Grant) and first.fence > 1, first
+        assert isinstance(quorum.acquire(key, "f1", 10_000, _holder("id-q1")), Grant)
+        first = quorum.fence(key, fence, "f1")
+        assert first is not None and first > 1, first
         assert quorum.release(key, "f1")
-        second = quorum.acquire(key, fence, "f2", 10_000, _holder("id-q2"))
-        assert isinstance(second, Grant) and second.fence > first.fence, (first, second)
+        assert isinstance(quorum.acquire(key, "f2", 10_000, _holder("id-q2")), Grant)
+        second = quorum.fence(key, fence, "f2")
+        assert second is not None and second > first, (first, second)
         assert quorum.release(key, "f2")
     finally:
         quorum.close()
@@ -149,8 +152,8 @@ def test_the_doc_names_every_key_the_library_writes():
     layout = KeyLayout("<prefix>")
     with open(DOC_PATH) as handle:
         doc = handle.read()
-    for key in (layout.lock("<task>", "<digest>"), layout.queued("<task>", "<digest>"), layout.fence("<task>"),
-                layout.done("<task>")):
+    for key in ("<prefix>:{<task>:<b>}:<digest>", "<prefix>:{<task>:<b>}:<digest>:queued",
+                "<prefix>:{<task>:<b>}:fence", "<prefix>:{<task>:<b>}:done"):
         assert f"`{key}`" in doc
 
 
@@ -285,7 +288,7 @@ def _denials_on(port: int, user: str) -> List[str]:
 
 def _acquired_after_failover(store: Any, layout: KeyLayout, key: str) -> bool:
     try:
-        return isinstance(store.acquire(key, layout.fence(TASK), "after-failover", 10_000, _holder("id-f")), Grant)
+        return isinstance(store.acquire(key, "after-failover", 10_000, _holder("id-f")), Grant)
     except (redis.ConnectionError, redis.ReadOnlyError, redis.TimeoutError):
         return False  # the failover is still under way
 

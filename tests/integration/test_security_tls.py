@@ -64,7 +64,7 @@ def _refusal(url: str, options: Dict[str, Any]) -> str:
     layout = KeyLayout("csltest")
     try:
         with pytest.raises(redis.ConnectionError) as refused:
-            store.acquire(layout.lock(TASK, "a" * 32), layout.fence(TASK), "t", 5000, Holder("i", "h", 1, 0, 1000))
+            store.acquire(layout.lock(TASK, "a" * 32), "t", 5000, Holder("i", "h", 1, 0, 1000))
         return str(refused.value)
     finally:
         store.close()

@@ -8,12 +8,21 @@ import pytest
 import redis
 
 from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout, Lease, RedisBackend, Renewer, RestartWait
-from celery_singleton_lock.store import new_token
+from celery_singleton_lock.store import connect, new_token
 from tests.support.servers import RedisServer
 from tests.support.waits import wait_for
 
 LAYOUT = KeyLayout("t")
-FENCE = LAYOUT.fence("job")
+
+
+def fence_of(key: str) -> str:
+    """The fencing counter of a test lock key (its bucket's)."""
+    return LAYOUT.fence("job", key.rsplit(":", 1)[-1])
+
+
+def gated(url: str) -> RedisBackend:
+    """A store as open_store builds it: grants through a client that waits out a server's start."""
+    return RedisBackend(redis.Redis.from_url(url), connect(url, gated=True))
 
 
 def holder(task_id="id-1"):
@@ -51,7 +60,7 @@ def test_the_installed_redis_py_hands_the_store_its_connections(module_server, p
     try:
         store = RedisBackend(client)
         key = LAYOUT.lock("job", "pool")
-        assert isinstance(store.acquire(key, FENCE, "a", 5000, holder()), Grant)
+        assert isinstance(store.acquire(key, "a", 5000, holder()), Grant)
         assert store.release(key, "a")
         assert client.exists(key) == 0
     finally:
@@ -60,9 +69,9 @@ def test_the_installed_redis_py_hands_the_store_its_connections(module_server, p
 
 def test_acquire_conflict_reports_the_holder(store):
     key = LAYOUT.lock("job", "d1")
-    assert isinstance(store.acquire(key, FENCE, "a", 5000, holder("first")), Grant)
+    assert isinstance(store.acquire(key, "a", 5000, holder("first")), Grant)
 
-    conflict = store.acquire(key, FENCE, "b", 5000, holder("second"))
+    conflict = store.acquire(key, "b", 5000, holder("second"))
 
     assert isinstance(conflict, Conflict)
     assert (conflict.task_id, conflict.host, conflict.pid) == ("first", "h", 1)
@@ -73,10 +82,10 @@ def test_acquire_conflict_reports_the_holder(store):
 
 def test_release_needs_the_token_even_after_expiry_and_retake(store):
     key = LAYOUT.lock("job", "d2")
-    store.acquire(key, FENCE, "old", 50, holder("old"))
+    store.acquire(key, "old", 50, holder("old"))
     assert not store.release(key, "someone-else")
     wait_for(lambda: store.holder(key) is None, 2, what="expiry")
-    assert isinstance(store.acquire(key, FENCE, "new", 5000, holder("new")), Grant)
+    assert isinstance(store.acquire(key, "new", 5000, holder("new")), Grant)
 
     assert store.release(key, "old") is False  # the expired holder cannot delete the new lock
     assert store.holder(key)["task_id"] == "new"
@@ -87,7 +96,7 @@ def test_scripts_survive_script_flush_and_a_restart(redis_server):
     store = RedisBackend(redis.Redis.from_url(redis_server.url))
     key = LAYOUT.lock("job", "d3")
     store.client.script_flush()
-    first = store.acquire(key, FENCE, "a", 5000, holder())
+    first = store.acquire(key, "a", 5000, holder())
     assert isinstance(first, Grant)
     redis_server.stop()
     redis_server.start(settle=False)
@@ -95,45 +104,44 @@ def test_scripts_survive_script_flush_and_a_restart(redis_server):
     # An empty server, scripts reloaded: the live holder takes its lock back at its renewal, and
     # asking again under its token is the same grant.
     assert store.renew([(key, "a", 5000)]) == [True]
-    assert isinstance(store.acquire(key, FENCE, "a", 5000, holder()), Grant)
+    assert isinstance(store.acquire(key, "a", 5000, holder()), Grant)
 
 
 def test_a_restart_without_data_between_two_holders_gives_the_second_a_larger_fence(redis_server):
     # Given a holder of a key that released it, and a server that then restarted empty
-    client = redis.Redis.from_url(redis_server.url)
-    store = RedisBackend(client)
+    store = gated(redis_server.url)
     key = LAYOUT.lock("job", "restart")
-    first = store.acquire(key, FENCE, "a", 1000, holder("a"))
-    assert isinstance(first, Grant) and store.release(key, "a")
+    assert isinstance(store.acquire(key, "a", 1000, holder("a")), Grant)
+    first = store.fence(key, fence_of(key), "a")
+    assert first and store.release(key, "a")
     redis_server.stop()
     redis_server.start(settle=False)
-    client.connection_pool.disconnect()
+    store.close()
     try:
-        # When the next holder asks: the server waits a heartbeat first (it cannot know that the
-        # lost locks were released), then grants, with a fence larger than the first holder's
+        # When the next holder asks: grants wait after the start (the server cannot know that
+        # the lost locks were released), then it is granted, with a fence larger than the first's
         with pytest.raises(RestartWait):
-            store.acquire(key, FENCE, "b", 1000, holder("b"))
-        second = wait_for(lambda: _granted(store, key, "b"), 5, interval=0.1, what="a grant after the wait")
-        assert second.fence > first.fence
+            store.acquire(key, "b", 1000, holder("b"))
+        wait_for(lambda: _granted(store, key, "b"), 5, interval=0.1, what="a grant after the wait")
+        assert store.fence(key, fence_of(key), "b") > first
     finally:
         store.close()
 
 
 def test_a_live_holder_takes_its_lock_back_after_a_restart_and_nobody_else_gets_it(redis_server):
-    client = redis.Redis.from_url(redis_server.url)
-    holder_store, rival = RedisBackend(client), RedisBackend(redis.Redis.from_url(redis_server.url))
+    holder_store, rival = gated(redis_server.url), gated(redis_server.url)
     key = LAYOUT.lock("job", "retake")
     wait_for(lambda: not _waits(holder_store, LAYOUT.lock("job", "warm")), 4, interval=0.1, what="a grant")
-    assert isinstance(holder_store.acquire(key, FENCE, "a", 1500, holder("a")), Grant)
+    assert isinstance(holder_store.acquire(key, "a", 1500, holder("a")), Grant)
     redis_server.stop()
     redis_server.start(settle=False)
-    client.connection_pool.disconnect()
+    holder_store.close()
     try:
-        with pytest.raises(RestartWait):  # a heartbeat (+ 2 s) after the start, nobody is granted
-            rival.acquire(key, FENCE, "b", 1500, holder("b"))
-        assert holder_store.renew([(key, "a", 1500, 300)]) == [True]  # taken back under its token
+        with pytest.raises(RestartWait):  # for 3 s after the start, nobody is granted
+            rival.acquire(key, "b", 1500, holder("b"))
+        assert holder_store.renew([(key, "a", 5000, 300)]) == [True]  # taken back under its token
         wait_for(lambda: not _waits(rival, key), 5, interval=0.1, what="the wait after the restart")
-        conflict = rival.acquire(key, FENCE, "b", 1500, holder("b"))
+        conflict = rival.acquire(key, "b", 1500, holder("b"))
         assert isinstance(conflict, Conflict)  # still the first holder's
     finally:
         holder_store.close()
@@ -142,7 +150,7 @@ def test_a_live_holder_takes_its_lock_back_after_a_restart_and_nobody_else_gets_
 
 def _granted(store, key, token):
     try:
-        outcome = store.acquire(key, FENCE, token, 1000, holder(token))
+        outcome = store.acquire(key, token, 1000, holder(token))
     except RestartWait:
         return None
     return outcome if isinstance(outcome, Grant) else None
@@ -150,7 +158,7 @@ def _granted(store, key, token):
 
 def _waits(store, key):
     try:
-        outcome = store.acquire(key, FENCE, "probe", 1500, holder("probe"))
+        outcome = store.acquire(key, "probe", 1500, holder("probe"))
     except RestartWait:
         return True
     if isinstance(outcome, Grant):
@@ -163,8 +171,8 @@ def test_fencing_tokens_strictly_increase_across_holders(store):
     fences = []
     for i in range(1000):
         token = new_token()
-        grant = store.acquire(key, FENCE, token, 5000, holder(f"id-{i}"))
-        fences.append(grant.fence)
+        assert isinstance(store.acquire(key, token, 5000, holder(f"id-{i}")), Grant)
+        fences.append(store.fence(key, fence_of(key), token))
         store.release(key, token)
     assert all(b > a for a, b in zip(fences, fences[1:]))
 
@@ -186,7 +194,7 @@ def test_one_round_trip_renews_every_held_lock(store, module_server, count):
     now = time.monotonic()
     for i in range(count):
         key = LAYOUT.lock("job", f"many-{i}")
-        store.acquire(key, FENCE, f"tok-{i}", 1200, holder())
+        store.acquire(key, f"tok-{i}", 1200, holder())
         leases.append(Lease(key, f"tok-{i}", ttl=1.2, heartbeat=0.3, confirmed_at=now))
     try:
         for lease in leases:
@@ -216,7 +224,7 @@ def test_a_vanished_lock_is_marked_lost_and_the_thread_stops_when_idle(store):
     # A lock missing from a server that started less than a lease ago is taken back by its
     # holder (the server may have lost it in a restart): this server is older than the lease.
     wait_for(lambda: store.client.info("server")["uptime_in_seconds"] >= 1, 3, what="the server to be 1 s old")
-    store.acquire(key, FENCE, "tok", 1000, holder())
+    store.acquire(key, "tok", 1000, holder())
     lease = Lease(key, "tok", ttl=1.0, heartbeat=0.1, confirmed_at=time.monotonic())
     renewer.hold(lease)
     assert renewer.running
@@ -231,7 +239,7 @@ def test_redis_down_is_retried_and_lost_only_after_the_ttl(redis_server):
     client = redis.Redis.from_url(redis_server.url, socket_timeout=0.2, socket_connect_timeout=0.2)
     store = RedisBackend(client)
     key = LAYOUT.lock("job", "outage")
-    store.acquire(key, FENCE, "tok", 1500, holder())
+    store.acquire(key, "tok", 1500, holder())
     renewer = Renewer(store)
     started = time.monotonic()
     lease = Lease(key, "tok", ttl=1.5, heartbeat=0.2, confirmed_at=started)
@@ -251,29 +259,28 @@ def test_redis_down_is_retried_and_lost_only_after_the_ttl(redis_server):
 def test_asking_again_with_the_same_token_is_a_grant_not_a_conflict_with_ourselves(store):
     # After a reply lost to a broken connection the call is repeated: it must not find itself a duplicate.
     key = LAYOUT.lock("job", "again")
-    first = store.acquire(key, FENCE, "tok", 5000, holder())
-    again = store.acquire(key, FENCE, "tok", 5000, holder())
-    assert isinstance(again, Grant) and again.fence == first.fence
-    assert isinstance(store.acquire(key, FENCE, "other", 5000, holder("other")), Conflict)
+    assert isinstance(store.acquire(key, "tok", 5000, holder()), Grant)
+    assert isinstance(store.acquire(key, "tok", 5000, holder()), Grant)
+    assert isinstance(store.acquire(key, "other", 5000, holder("other")), Conflict)
     # the same token under another state (an enqueue lock being asked for as a run lock) is no grant
     queued = LAYOUT.lock("job", "again-q")
-    store.acquire(queued, FENCE, "q", 5000, holder(), state="queued")
-    assert isinstance(store.acquire(queued, FENCE, "q", 5000, holder()), Conflict)
+    store.acquire(queued, "q", 5000, holder(), state="queued")
+    assert isinstance(store.acquire(queued, "q", 5000, holder()), Conflict)
 
-    store.acquire(queued + "x", FENCE, "q2", 5000, holder(), state="queued")
-    adopted = store.adopt(queued + "x", queued + "x", FENCE, "q2", "run", 5000, holder())
+    store.acquire(queued + "x", "q2", 5000, holder(), state="queued")
+    adopted = store.adopt(queued + "x", queued + "x", "q2", "run", 5000, holder())
     assert isinstance(adopted, Grant)
-    assert store.adopt(queued + "x", queued + "x", FENCE, "q2", "run", 5000, holder()) == adopted
+    assert store.adopt(queued + "x", queued + "x", "q2", "run", 5000, holder()) == adopted
 
 
 def test_connections_redis_dropped_are_replaced_under_a_release_and_an_acquire(store):
     # Redis dropped the idle connections (a restart, a client timeout): the next calls reconnect.
     key, other = LAYOUT.lock("job", "broken"), LAYOUT.lock("job", "broken2")
-    store.acquire(key, FENCE, "a", 5000, holder())
+    store.acquire(key, "a", 5000, holder())
     store.client.client_kill_filter(_type="normal", skipme=True)
 
     assert store.release(key, "a") is True
-    assert isinstance(store.acquire(other, FENCE, "b", 5000, holder()), Grant)
+    assert isinstance(store.acquire(other, "b", 5000, holder()), Grant)
     assert store.holder(key) is None and store.release(other, "b")
 
 
@@ -287,9 +294,9 @@ def test_threads_share_the_store_and_each_gets_its_own_answer(store):
             for i in range(200):
                 key = LAYOUT.lock("job", f"t{n}-{i}")
                 token = f"{n}-{i}"
-                outcome = store.acquire(key, FENCE, token, 5000, holder(token))
+                outcome = store.acquire(key, token, 5000, holder(token))
                 assert isinstance(outcome, Grant)
-                assert isinstance(store.acquire(key, FENCE, "x", 5000, holder("x")), Conflict)
+                assert isinstance(store.acquire(key, "x", 5000, holder("x")), Conflict)
                 results[key] = store.release(key, token)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -317,21 +324,21 @@ def test_an_exception_raised_into_a_blocked_read_keeps_later_replies_in_step(red
     client = redis.Redis.from_url(redis_server.url, socket_timeout=0.5, socket_connect_timeout=0.5)
     store = RedisBackend(client)
     first, second, third = (LAYOUT.lock("job", f"step-{i}") for i in range(3))
-    store.acquire(first, FENCE, "a", 5000, holder())
-    store.acquire(second, FENCE, "b", 5000, holder("b"))
+    store.acquire(first, "a", 5000, holder())
+    store.acquire(second, "b", 5000, holder("b"))
     previous = signal.signal(signal.SIGALRM, interrupt)
     redis_server.pause()
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.2)
         with pytest.raises(Interrupted):
-            store.acquire(second, FENCE, "c", 5000, holder("c"))
+            store.acquire(second, "c", 5000, holder("c"))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         redis_server.resume()
     try:
-        assert isinstance(store.acquire(third, FENCE, "d", 5000, holder("d")), Grant)
-        conflict = store.acquire(second, FENCE, "e", 5000, holder("e"))
+        assert isinstance(store.acquire(third, "d", 5000, holder("d")), Grant)
+        conflict = store.acquire(second, "e", 5000, holder("e"))
         assert isinstance(conflict, Conflict) and conflict.task_id == "b"
         assert store.release(first, "a") and store.holder(first) is None
     finally:

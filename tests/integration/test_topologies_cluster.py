@@ -13,7 +13,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from celery_singleton_lock.store import KeyLayout, Lease, Renewer
-from celery_singleton_lock.store import Grant, new_token
+from celery_singleton_lock.store import Grant, new_token, record
 from celery_singleton_lock.store.cluster import ClusterBackend
 from celery_singleton_lock.store.connect import open_store
 from tests.integration.topo import HOLDER, app_on, storm, strictly_increasing, successive_fences, worker_env, workers
@@ -44,8 +44,31 @@ def test_cluster_url_opens_a_cluster_store(store):
 def test_keys_of_one_lock_share_a_slot(store):
     layout = KeyLayout("cslcl")
     slots = {store.client.keyslot(k) for k in (layout.lock("proj.sync", "d1"), layout.queued("proj.sync", "d1"),
-                                               layout.fence("proj.sync"), layout.lock("proj.sync", "d2"))}
+                                               layout.fence("proj.sync", "d1"), layout.done("proj.sync", "d1"))}
     assert len(slots) == 1
+
+
+def test_one_hot_tasks_locks_spread_over_many_slots_and_masters(cluster, store):
+    # Given one task called with many different arguments, through workers' own key derivation
+    import tests.integration.proj as proj
+
+    layout = KeyLayout("cslcl")
+    keys = [layout.lock(proj.sync.name, proj.sync.lock_digest((f"arg-{i}",), {})) for i in range(200)]
+    # When each call takes its lock, then the locks land on many slots, and on every master
+    for i, key in enumerate(keys):
+        assert isinstance(store.acquire(key, f"tok-{i}", 5000, HOLDER), Grant)
+    slots = {store.client.keyslot(key) for key in keys}
+    assert len(slots) > 1
+    assert len(slots) <= 16  # the bookkeeping stays bounded: one counter per bucket
+    assert {cluster.owner(slot).port for slot in slots} == {master.port for master in cluster.masters}
+    assert store.release_many([(key, f"tok-{i}") for i, key in enumerate(keys)]) == [True] * len(keys)
+
+
+def test_fences_strictly_increase_across_1000_holders_on_the_cluster(store):
+    layout = KeyLayout("cslcl")
+    key = layout.lock("fenced", "e" * 32)
+    fences = successive_fences(store, key, layout.fence("fenced", "e" * 32), 1000)
+    assert strictly_increasing(fences)
 
 
 def test_storm_through_workers_on_the_cluster(cluster, test_env, events_redis):
@@ -63,11 +86,11 @@ def test_storm_through_workers_on_the_cluster(cluster, test_env, events_redis):
 
 def test_renewal_and_release_survive_a_slot_migration(cluster, store):
     layout = KeyLayout("cslmig")
-    key, fence = layout.lock("mig", "d"), layout.fence("mig")
+    key = layout.lock("mig", "d")
     other_key = layout.lock("elsewhere", "d")  # renewed in the same call, another slot
     token = new_token()
-    assert isinstance(store.acquire(key, fence, token, 1500, HOLDER), Grant)
-    assert isinstance(store.acquire(other_key, layout.fence("elsewhere"), token, 1500, HOLDER), Grant)
+    assert isinstance(store.acquire(key, token, 1500, HOLDER), Grant)
+    assert isinstance(store.acquire(other_key, token, 1500, HOLDER), Grant)
     lost = threading.Event()
     renewer = Renewer(store, on_lost=lambda lease, reason: lost.set())
     leases = [Lease(k, token, ttl=1.5, heartbeat=0.3, confirmed_at=0) for k in (key, other_key)]
@@ -85,7 +108,7 @@ def test_renewal_and_release_survive_a_slot_migration(cluster, store):
         wait_for(lambda: renewer.round_trips >= before + 8, 10, what="renewals after the migration")  # > TTL
 
         assert not lost.is_set() and not any(lease.lost.is_set() for lease in leases)
-        assert LocalCluster.node(target).hget(key, "token") == token  # renewed where it lives now
+        assert record.decode(LocalCluster.node(target).get(key))["token"] == token  # renewed where it lives now
         with store.release_events(key) as events:
             assert store.release(key, token)
             assert events.wait(2.0)  # the release announcement reaches the subscriber

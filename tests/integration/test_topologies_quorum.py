@@ -170,21 +170,22 @@ def test_a_majority_restarted_empty_between_two_holders_gives_the_second_a_large
     store = open_store(masters.urls, {})
     try:
         first_token = new_token()
-        first = store.acquire("rq:{t}:k", "rq:{t}:fence", first_token, 2000, HOLDER)
-        assert isinstance(first, Grant) and store.release("rq:{t}:k", first_token)
+        assert isinstance(store.acquire("rq:{t}:k", first_token, 2000, HOLDER), Grant)
+        first = store.fence("rq:{t}:k", "rq:{t}:fence", first_token)
+        assert first and store.release("rq:{t}:k", first_token)
         masters.restart(0, settle=False)
         masters.restart(1, settle=False)  # a majority forgot the lock and its fencing counter
 
         def second():
             token = new_token()
             try:
-                outcome = store.acquire("rq:{t}:k", "rq:{t}:fence", token, 2000, HOLDER)
+                outcome = store.acquire("rq:{t}:k", token, 2000, HOLDER)
             except Exception:  # the restarted masters hold grants back a few seconds: no majority yet
                 return None
-            return outcome if isinstance(outcome, Grant) else None
+            return token if isinstance(outcome, Grant) else None
 
         granted = wait_for(second, 10, interval=0.2, what="a grant once the restarted masters let grants through")
-        assert granted.fence > first.fence
+        assert store.fence("rq:{t}:k", "rq:{t}:fence", granted) > first
     finally:
         store.close()
         masters.stop()

@@ -19,6 +19,7 @@ import redis
 from celery_singleton_lock.store import Grant, new_token
 from celery_singleton_lock.store.connect import open_store
 from celery_singleton_lock.store.replicas import ReplicaAckError, ReplicaAckBackend
+from celery_singleton_lock.store import record
 from tests.integration.topo import HOLDER, app_on, storm, strictly_increasing, successive_fences, worker_env, workers
 from tests.support.topologies import SentinelGroup
 from tests.support.waits import wait_for
@@ -43,7 +44,7 @@ def _options(group: SentinelGroup, ack: bool):
 def _granted(store, key: str, token: str):
     """Acquire, riding out the connection errors of a failover in progress (bounded by the caller)."""
     try:
-        return isinstance(store.acquire(key, "fence", token, 10000, HOLDER), Grant)
+        return isinstance(store.acquire(key, token, 10000, HOLDER), Grant)
     except redis.ConnectionError:
         return False
 
@@ -58,7 +59,7 @@ def test_lock_through_sentinel_and_on_the_new_master_after_failover(group, test_
     store = open_store(group.url, _options(group, ack=False))
     try:
         assert _granted(store, "before", "t1")
-        assert redis.Redis(port=group.master.port).hget("before", "token") == b"t1"
+        assert record.decode(redis.Redis(port=group.master.port).get("before"))["token"] == "t1"
         new_master = group.failover()
         # A connection opened now asks the sentinel and lands on the new master. (One still open to
         # the old master may be granted there until the sentinel demotes it, see the docs: such a lock
@@ -66,7 +67,7 @@ def test_lock_through_sentinel_and_on_the_new_master_after_failover(group, test_
         store.close()
         store = open_store(group.url, _options(group, ack=False))
         wait_for(lambda: _granted(store, "after", "t2"), 10, interval=0.1, what="a lock from the new master")
-        assert redis.Redis(port=new_master.port).hget("after", "token") == b"t2"
+        assert record.decode(redis.Redis(port=new_master.port).get("after"))["token"] == "t2"
     finally:
         store.close()
 
@@ -83,7 +84,7 @@ def test_failover_race(group, ack):
     try:
         started = time.monotonic()
         try:
-            if isinstance(first.acquire("race", "fence", new_token(), 10000, HOLDER), Grant):
+            if isinstance(first.acquire("race", new_token(), 10000, HOLDER), Grant):
                 holders.append("first")
         except ReplicaAckError:
             assert time.monotonic() - started < 2.0  # refused within replica_ack_timeout, not hung
@@ -106,7 +107,7 @@ def test_failover_race(group, ack):
 
 def _granted_once(store, holders) -> bool:
     try:
-        outcome = store.acquire("race", "fence", new_token(), 10000, HOLDER)
+        outcome = store.acquire("race", new_token(), 10000, HOLDER)
     except redis.ConnectionError:
         return False
     if isinstance(outcome, Grant):

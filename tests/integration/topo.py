@@ -76,9 +76,9 @@ def successive_fences(store: Any, key: str, fence_key: str, count: int, between=
         if between is not None:
             between(i)
         token = new_token()
-        outcome = store.acquire(key, fence_key, token, 5000, HOLDER)
+        outcome = store.acquire(key, token, 5000, HOLDER)
         assert isinstance(outcome, Grant), outcome
-        fences.append(outcome.fence)
+        fences.append(store.fence(key, fence_key, token))
         assert store.release(key, token)
     return fences
 

@@ -64,9 +64,16 @@ def _info(backend: LockBackend, key: str) -> Mapping[str, str]:
 
 def _take(bench: Bench, key: str, fence: str, token: str, ttl_ms: int = LONG_MS, task_id: str = "task-a",
           state: str = "running") -> int:
-    outcome = bench.backend.acquire(key, fence, token, ttl_ms, holder(task_id), state=state)
+    outcome = bench.backend.acquire(key, token, ttl_ms, holder(task_id), state=state)
     assert isinstance(outcome, Grant), outcome
-    return outcome.fence
+    return _fence(bench, key, fence, token)
+
+
+def _fence(bench: Bench, key: str, fence: str, token: str) -> int:
+    """The fence the holder of ``key`` under ``token`` is handed."""
+    value = bench.backend.fence(key, fence, token)
+    assert value is not None and value >= 1, value
+    return value
 
 
 # -- the protocol itself ---------------------------------------------------------------------------
@@ -128,10 +135,10 @@ def conforms_to_the_protocol(bench: Bench) -> None:
 def acquire_takes_a_free_lock_and_reports_a_held_one(bench: Bench) -> None:
     keys = bench.keys()
     # Given a free key, when it is asked for, then it is granted
-    first = bench.backend.acquire(keys.lock, keys.fence, _token("a"), LONG_MS, holder("task-a", 2_000))
-    assert isinstance(first, Grant) and first.fence >= 1
+    first = bench.backend.acquire(keys.lock, _token("a"), LONG_MS, holder("task-a", 2_000))
+    assert isinstance(first, Grant) and _fence(bench, keys.lock, keys.fence, _token("a")) >= 1
     # When another token asks, then it meets the holder, described in full
-    conflict = bench.backend.acquire(keys.lock, keys.fence, _token("b"), LONG_MS, holder("task-b"))
+    conflict = bench.backend.acquire(keys.lock, _token("b"), LONG_MS, holder("task-b"))
     assert isinstance(conflict, Conflict)
     assert (conflict.task_id, conflict.host, conflict.pid, conflict.since_ms, conflict.heartbeat_ms) == (
         "task-a", "host-a", 4242, 1_700_000_000_000, 2_000)
@@ -146,9 +153,9 @@ def acquire_again_with_the_same_token_and_state_is_the_same_grant(bench: Bench) 
     # Given a lock taken under a token (its reply lost, say)
     keys = bench.keys()
     fence = _take(bench, keys.lock, keys.fence, _token("a"))
-    # When the same token asks again in the same state, then it is the same grant: no new fence
-    again = bench.backend.acquire(keys.lock, keys.fence, _token("a"), LONG_MS, holder())
-    assert again == Grant(fence=fence)
+    # When the same token asks again in the same state, then it is the same grant
+    again = bench.backend.acquire(keys.lock, _token("a"), LONG_MS, holder())
+    assert again == Grant()
     later = _take(bench, bench.keys().lock, keys.fence, _token("other-key"))
     assert later > fence
 
@@ -161,8 +168,8 @@ def acquire_with_the_same_token_in_another_state_is_a_same_token_conflict(bench:
     other = bench.keys()
     _take(bench, other.lock, other.fence, _token("r"), state="running")
     # When the same token asks for the other state, then it meets itself: a conflict with same_token
-    met_queued = bench.backend.acquire(keys.lock, keys.fence, _token("q"), LONG_MS, holder(), state="running")
-    met_running = bench.backend.acquire(other.lock, other.fence, _token("r"), LONG_MS, holder(), state="queued")
+    met_queued = bench.backend.acquire(keys.lock, _token("q"), LONG_MS, holder(), state="running")
+    met_running = bench.backend.acquire(other.lock, _token("r"), LONG_MS, holder(), state="queued")
     assert isinstance(met_queued, Conflict) and (met_queued.state, met_queued.same_token) == ("queued", True)
     assert isinstance(met_running, Conflict) and (met_running.state, met_running.same_token) == ("running", True)
     # and nothing changed
@@ -186,20 +193,35 @@ def fences_strictly_increase_across_200_holders(bench: Bench) -> None:
             assert backend.release(second.lock, token)
         elif n % 4 == 2:
             fences.append(_take(bench, keys.queued, keys.fence, f"{token}-q", state="queued"))
-            adopted = backend.adopt(keys.queued, keys.lock, keys.fence, f"{token}-q", token, LONG_MS, holder())
+            adopted = backend.adopt(keys.queued, keys.lock, f"{token}-q", token, LONG_MS, holder())
             assert isinstance(adopted, Grant), adopted
-            fences.append(adopted.fence)
+            fences.append(_fence(bench, keys.lock, keys.fence, token))
             assert backend.release(keys.lock, token)
         else:
             _take(bench, keys.lock, keys.fence, f"{token}-r")
             assert backend.requeue(keys.lock, f"{token}-r", LONG_MS)
-            adopted = backend.adopt(keys.lock, keys.lock, keys.fence, f"{token}-r", token, LONG_MS, holder())
+            adopted = backend.adopt(keys.lock, keys.lock, f"{token}-r", token, LONG_MS, holder())
             assert isinstance(adopted, Grant), adopted
-            fences.append(adopted.fence)
+            fences.append(_fence(bench, keys.lock, keys.fence, token))
             assert backend.release(keys.lock, token)
-    # then every grant's fence (an enqueue lock's too) is larger than every earlier one's
+    # then every holder's fence (an enqueue lock's too) is larger than every earlier one's
     assert len(fences) == 250
     assert all(a < b for a, b in zip(fences, fences[1:])), fences
+
+
+@check
+def a_fence_is_handed_only_to_the_token_that_holds_the_lock(bench: Bench) -> None:
+    keys, backend = bench.keys(), bench.backend
+    # Given a free key, then nobody is handed a fence for it
+    assert backend.fence(keys.lock, keys.fence, _token("a")) is None
+    # Given a holder, when another token asks for a fence, then it is refused
+    first = _take(bench, keys.lock, keys.fence, _token("a"))
+    assert backend.fence(keys.lock, keys.fence, _token("b")) is None
+    # When the holder has released it, then its own token is refused too
+    assert backend.release(keys.lock, _token("a"))
+    assert backend.fence(keys.lock, keys.fence, _token("a")) is None
+    # and the next holder's fence is larger than the first's
+    assert _take(bench, keys.lock, keys.fence, _token("b")) > first
 
 
 # -- release ---------------------------------------------------------------------------------------
@@ -268,14 +290,14 @@ def requeue_then_adopt_by_token_on_the_same_key(bench: Bench) -> None:
     assert (info["token"], info["state"], info["ttl"]) == (_token("p"), "queued", "5000")
     assert 0 < int(info["pttl"]) <= 5_000
     # and the retry adopts it by that token
-    adopted = backend.adopt(keys.lock, keys.lock, keys.fence, _token("p"), _token("n"), LONG_MS, holder("task-n"))
+    adopted = backend.adopt(keys.lock, keys.lock, _token("p"), _token("n"), LONG_MS, holder("task-n"))
     # then it runs under its own token with a larger fence
-    assert isinstance(adopted, Grant) and adopted.fence > first
+    assert isinstance(adopted, Grant) and _fence(bench, keys.lock, keys.fence, _token("n")) > first
     info = _info(backend, keys.lock)
     assert (info["token"], info["state"], info["task_id"]) == (_token("n"), "running", "task-n")
     # and asking again (a lost reply) is the same grant, while the old token adopts nothing
-    assert backend.adopt(keys.lock, keys.lock, keys.fence, _token("p"), _token("n"), LONG_MS, holder()) == adopted
-    other = backend.adopt(keys.lock, keys.lock, keys.fence, _token("p"), _token("z"), LONG_MS, holder())
+    assert backend.adopt(keys.lock, keys.lock, _token("p"), _token("n"), LONG_MS, holder()) == adopted
+    other = backend.adopt(keys.lock, keys.lock, _token("p"), _token("z"), LONG_MS, holder())
     assert isinstance(other, Conflict) and other.same_token is False
 
 
@@ -285,17 +307,17 @@ def requeue_then_adopt_by_token_from_a_separate_queued_key(bench: Bench) -> None
     # Given an enqueue lock under its own key (queued scope) and a free run key
     queued = _take(bench, keys.queued, keys.fence, _token("e"), state="queued", task_id="task-e")
     # When the message's delivery adopts it by token
-    adopted = backend.adopt(keys.queued, keys.lock, keys.fence, _token("e"), _token("t"), LONG_MS, holder("task-e"))
+    adopted = backend.adopt(keys.queued, keys.lock, _token("e"), _token("t"), LONG_MS, holder("task-e"))
     # then the enqueue lock is gone, and the run lock is the delivery's with a larger fence
-    assert isinstance(adopted, Grant) and adopted.fence > queued
+    assert isinstance(adopted, Grant) and _fence(bench, keys.lock, keys.fence, _token("t")) > queued
     assert backend.holder(keys.queued) is None
     assert (_info(backend, keys.lock)["token"], _info(backend, keys.lock)["state"]) == (_token("t"), "running")
     # and asking again (a lost reply) is the same grant
-    assert backend.adopt(keys.queued, keys.lock, keys.fence, _token("e"), _token("t"), LONG_MS, holder()) == adopted
+    assert backend.adopt(keys.queued, keys.lock, _token("e"), _token("t"), LONG_MS, holder()) == adopted
     # Given it ran and was handed back to the queue, when a retry adopts it on the run key, then it runs
     assert backend.requeue(keys.lock, _token("t"), LONG_MS) is True
-    again = backend.adopt(keys.lock, keys.lock, keys.fence, _token("t"), _token("u"), LONG_MS, holder())
-    assert isinstance(again, Grant) and again.fence > adopted.fence
+    again = backend.adopt(keys.lock, keys.lock, _token("t"), _token("u"), LONG_MS, holder())
+    assert isinstance(again, Grant) and _fence(bench, keys.lock, keys.fence, _token("u")) > queued
 
 
 @check
@@ -320,7 +342,7 @@ def adopt_of_an_enqueue_lock_that_is_not_ours_is_not_ours(bench: Bench) -> None:
              "not queued": (adopted.queued, adopted.lock), "same key, free": (same_key.lock, same_key.lock)}
     for name, (queued_key, run_key) in cases.items():
         # When a delivery adopts by its token, then the answer is NotOurs and nothing is taken
-        outcome = backend.adopt(queued_key, run_key, bench.keys().fence, _token("e"), _token("t"), LONG_MS,
+        outcome = backend.adopt(queued_key, run_key, _token("e"), _token("t"), LONG_MS,
                                 holder())
         assert isinstance(outcome, NotOurs), (name, outcome)
         assert backend.holder(run_key) is None, name
@@ -335,26 +357,26 @@ def adopt_when_the_run_key_is_held_is_a_conflict(bench: Bench) -> None:
     _take(bench, split.queued, split.fence, _token("e"), state="queued")
     _take(bench, split.lock, split.fence, _token("x"), task_id="task-x")
     # When we adopt, then we meet the runner (same_token false: it is never us), and keep our slot
-    met = backend.adopt(split.queued, split.lock, split.fence, _token("e"), _token("t"), LONG_MS, holder())
+    met = backend.adopt(split.queued, split.lock, _token("e"), _token("t"), LONG_MS, holder())
     assert isinstance(met, Conflict) and (met.task_id, met.state, met.same_token) == ("task-x", "running", False)
     assert _info(backend, split.queued)["token"] == _token("e")
     # Even when the runner's token is our enqueue token, same_token stays false on separate keys
     twin = bench.keys()
     _take(bench, twin.queued, twin.fence, _token("e"), state="queued")
     _take(bench, twin.lock, twin.fence, _token("e"), task_id="task-x")
-    met = backend.adopt(twin.queued, twin.lock, twin.fence, _token("e"), _token("t"), LONG_MS, holder())
+    met = backend.adopt(twin.queued, twin.lock, _token("e"), _token("t"), LONG_MS, holder())
     assert isinstance(met, Conflict) and met.same_token is False
     # Given one key (queued_or_running) still running under our enqueue token (a self.retry() whose
     # execution has not handed it over yet), when we adopt, then we meet it with same_token true
     one = bench.keys()
     _take(bench, one.lock, one.fence, _token("p"), task_id="task-p")
-    met = backend.adopt(one.lock, one.lock, one.fence, _token("p"), _token("t"), LONG_MS, holder())
+    met = backend.adopt(one.lock, one.lock, _token("p"), _token("t"), LONG_MS, holder())
     assert isinstance(met, Conflict) and (met.task_id, met.state, met.same_token) == ("task-p", "running", True)
     # and held by anyone else (running or queued), same_token false
     for state in ("running", "queued"):
         held = bench.keys()
         _take(bench, held.lock, held.fence, _token("x"), task_id="task-x", state=state)
-        met = backend.adopt(held.lock, held.lock, held.fence, _token("p"), _token("t"), LONG_MS, holder())
+        met = backend.adopt(held.lock, held.lock, _token("p"), _token("t"), LONG_MS, holder())
         assert isinstance(met, Conflict) and (met.state, met.same_token) == (state, False), (state, met)
         assert _info(backend, held.lock)["token"] == _token("x")
     assert _info(backend, one.lock)["token"] == _token("p")
@@ -449,7 +471,7 @@ def a_lock_handed_back_to_the_queue_runs_out_after_its_queued_ttl(bench: Bench) 
     # When nobody adopts it in time, then it is gone and adopting it is NotOurs
     bench.elapse(bench.short_ms + 50)
     assert backend.holder(keys.lock) is None
-    assert isinstance(backend.adopt(keys.lock, keys.lock, keys.fence, _token("p"), _token("n"), LONG_MS, holder()),
+    assert isinstance(backend.adopt(keys.lock, keys.lock, _token("p"), _token("n"), LONG_MS, holder()),
                       NotOurs)
 
 
@@ -503,7 +525,7 @@ def release_events_wake_a_waiter_on_requeue(bench: Bench) -> None:
         assert backend.requeue(keys.lock, _token("p"), LONG_MS)
         # Then the waiter is told, and can adopt it
         assert events.wait(5.0) is True
-    assert isinstance(backend.adopt(keys.lock, keys.lock, keys.fence, _token("p"), _token("n"), LONG_MS, holder()),
+    assert isinstance(backend.adopt(keys.lock, keys.lock, _token("p"), _token("n"), LONG_MS, holder()),
                       Grant)
 
 
@@ -515,7 +537,7 @@ def release_events_stay_quiet_while_nothing_is_let_go(bench: Bench) -> None:
         # Given a subscription, when the lock is renewed, asked for, refused a wrong-token release or
         # requeue, and another key is released
         backend.renew([(keys.lock, _token("a"), LONG_MS)])
-        backend.acquire(keys.lock, keys.fence, _token("b"), LONG_MS, holder())
+        backend.acquire(keys.lock, _token("b"), LONG_MS, holder())
         backend.release(keys.lock, _token("b"))
         backend.requeue(keys.lock, _token("b"), LONG_MS)
         other = bench.keys()
@@ -533,11 +555,11 @@ def holder_reports_the_lock_fields(bench: Bench) -> None:
     # Given a free key, then there is no holder
     assert backend.holder(keys.lock) is None
     # Given a lock taken, then its fields are the holder's, as text
-    fence = _take(bench, keys.lock, keys.fence, _token("a"), ttl_ms=LONG_MS, task_id="task-a")
+    _take(bench, keys.lock, keys.fence, _token("a"), ttl_ms=LONG_MS, task_id="task-a")
     info = _info(backend, keys.lock)
-    assert set(info) == {"token", "fence", "task_id", "host", "pid", "since", "ttl", "hb", "state", "pttl"}
+    assert set(info) == {"token", "task_id", "host", "pid", "since", "ttl", "hb", "state", "redelivered", "pttl"}
     assert {k: v for k, v in info.items() if k != "pttl"} == {
-        "token": _token("a"), "fence": str(fence), "task_id": "task-a", "host": "host-a", "pid": "4242",
+        "token": _token("a"), "task_id": "task-a", "host": "host-a", "pid": "4242", "redelivered": "",
         "since": "1700000000000", "ttl": str(LONG_MS), "hb": "1000", "state": "running"}
     assert 0 < int(info["pttl"]) <= LONG_MS
     # When a redelivered copy of its message meets it, then the lock says so

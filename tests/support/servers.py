@@ -171,7 +171,6 @@ class RedisServer:
         args = [redis_server_binary(), *self._listen_args(), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", self._dir, "--daemonize", "no", *self.extra_args]
         with open(self.log_path, "ab") as log:
-            self.started_at = time.monotonic()
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         # Answering is not enough: another server may own the port while ours failed to bind it.
@@ -181,6 +180,7 @@ class RedisServer:
                 last = (self.log().strip().splitlines() or ["(no output)"])[-1]
                 raise RuntimeError(f"redis-server on port {self.port} did not start: {last}")
             time.sleep(0.05)
+        self.started_at = time.monotonic()  # it started before it answered: settle() counts from here
         return self
 
     def _owns_port(self) -> bool:

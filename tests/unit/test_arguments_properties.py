@@ -18,7 +18,7 @@ import decimal
 import itertools
 import uuid
 
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 from kombu.exceptions import DecodeError
 from kombu.serialization import dumps, loads
@@ -166,6 +166,11 @@ def test_the_publisher_derives_the_key_the_worker_will(drawn):
 @settings(max_examples=200)
 @given(_values, _values)
 def test_keys_are_the_workers_whatever_the_spelling(a, b):
+    # A message kombu cannot decode (a type marker whose tag is not text) never reaches a worker.
+    try:
+        _json_round_trip((a, b), {"a": a, "b": b})
+    except DecodeError:
+        reject()
     # The worker's key of each call, with the argument passed by position or by keyword.
     by_position = KEY(*_json_round_trip((a, b), {}))
     assert by_position == KEY(*_json_round_trip((a,), {"b": b})) == KEY(*_json_round_trip((), {"a": a, "b": b}))

@@ -52,7 +52,7 @@ def test_a_lease_runs_out_on_the_injected_clock_only():
     # Given a 1 ms lease on a backend whose clock stands still
     bench = MemoryBench()
     keys = bench.keys()
-    bench.backend.acquire(keys.lock, keys.fence, "a", 1, holder())
+    bench.backend.acquire(keys.lock, "a", 1, holder())
     # When no time passes on that clock, then it is held however long the test takes
     assert bench.backend.holder(keys.lock)["pttl"] == "1"
     # When that 1 ms passes, then it is gone

@@ -137,12 +137,11 @@ class World:
         return runtime_for(self.app).layout.keys(TASK, self.digest, self.scope)
 
     def hold(self, key: str, token: str, task_id: str, state: str = "running", ttl_ms: int = TTL_MS,
-             heartbeat_ms: int = 10_000) -> int:
+             heartbeat_ms: int = 10_000) -> None:
         """Set the lock state up directly on the backend."""
         holder = Holder(task_id=task_id, host="elsewhere", pid=99, since_ms=1, heartbeat_ms=heartbeat_ms)
-        outcome = self.store.acquire(key, self.keys.fence, token, ttl_ms, holder, state=state)
+        outcome = self.store.acquire(key, token, ttl_ms, holder, state=state)
         assert isinstance(outcome, Grant)
-        return outcome.fence
 
     def execute(self, message: Dict[str, Any]) -> Tuple[Decision, Attempt]:
         """One execution up to its decision, as ``run_guarded`` goes: a redelivery of a message that
@@ -363,7 +362,7 @@ def test_given_lock_state_when_delivery_starts_then_as_the_contract_says(
 
     # Given the lock state on the backend and the message
     setup = given(world, delivery, state, fate)
-    before, fence_before = world.store.snapshot(), world.store.fence(world.keys.fence)
+    before, fence_before = world.store.snapshot(), world.store.counter(world.keys.fence)
     # When the delivery starts
     started = time.monotonic()
     decision, attempt = world.execute(setup.message)
@@ -375,10 +374,10 @@ def test_given_lock_state_when_delivery_starts_then_as_the_contract_says(
         expected = RUN if fate == "dead" else IGNORED
     if expected in (RUN, ADOPT):
         assert isinstance(decision, Run), decision
-        assert decision.grant.fence == fence_before + 1  # larger than every earlier holder's
+        # its fence is larger than every earlier holder's
+        assert world.store.fence(world.keys.lock, world.keys.fence, TOKEN) == fence_before + 1
         lock = after.pop(world.keys.lock)
-        assert (lock["token"], lock["task_id"], lock["state"], lock["fence"]) == (
-            TOKEN, M, "running", str(decision.grant.fence))
+        assert (lock["token"], lock["task_id"], lock["state"]) == (TOKEN, M, "running")
         before.pop(world.keys.lock, None)  # whatever held it ran out (a dead delivery) or was adopted
         if expected == ADOPT:
             assert before.pop(world.keys.queued, None) is not None or world.keys.queued == world.keys.lock
@@ -386,10 +385,11 @@ def test_given_lock_state_when_delivery_starts_then_as_the_contract_says(
         assert after == before  # nothing else touched (another call's queue slot stays)
         return
     # Nothing runs and nothing is taken: the holder keeps its lock as it was
-    assert world.store.fence(world.keys.fence) == fence_before
+    assert world.store.counter(world.keys.fence) == fence_before
     if fate == "alive":
         # a redelivered copy met the running delivery: the holder notes it, to remember its completion
         assert after[world.keys.lock].pop("redelivered") == "1"
+        assert before[world.keys.lock].pop("redelivered") == ""
         assert {k: v for k, v in after[world.keys.lock].items() if k != "pttl"} == {
             k: v for k, v in before[world.keys.lock].items() if k != "pttl"}
         assert int(after[world.keys.lock]["pttl"]) > int(before[world.keys.lock]["pttl"])  # it renewed
@@ -473,11 +473,12 @@ def test_given_a_waiting_duplicate_when_the_holder_releases_then_it_runs(worlds)
     world = worlds("running", "wait")
     setup = given(world, "first", "running", None)
     world.store.meanwhile(world.keys.lock, lambda: world.store.release(world.keys.lock, "token-x"))
-    fence = world.store.fence(world.keys.fence)
+    fence = world.store.counter(world.keys.fence)
 
     decision, _ = world.execute(setup.message)
 
-    assert isinstance(decision, Run) and decision.grant.fence == fence + 1
+    assert isinstance(decision, Run)
+    assert world.store.fence(world.keys.lock, world.keys.fence, TOKEN) == fence + 1
     assert world.store.holder(world.keys.lock)["token"] == TOKEN
 
 

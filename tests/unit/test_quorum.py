@@ -33,16 +33,22 @@ class MemoryMaster(RedisBackend):
         if self.down:
             raise redis.exceptions.ConnectionError("master down")
 
-    def acquire(self, key, fence_key, token, ttl_ms, holder, state="running", *, fence_floor=0):
+    def acquire(self, key, token, ttl_ms, holder, state="running"):
         self._check()
         if key in self.locks:
             held_token, task_id = self.locks[key]
             return Conflict(task_id=task_id, host="h", pid=1, since_ms=0, pttl_ms=ttl_ms, heartbeat_ms=1000,
                             state="running", same_token=held_token == token)
-        fence = max(self.counters.get(fence_key, self.start_counter) + 1, fence_floor)
-        self.counters[fence_key] = fence
         self.locks[key] = (token, holder.task_id)
-        return Grant(fence=fence)
+        return Grant()
+
+    def fence(self, key, fence_key, token, *, floor=0):
+        self._check()
+        if self.locks.get(key, (None,))[0] != token:
+            return None
+        fence = max(self.counters.get(fence_key, self.start_counter) + 1, floor)
+        self.counters[fence_key] = fence
+        return fence
 
     def raise_fence(self, fence_key, floor):
         self._check()
@@ -78,10 +84,10 @@ def quorum(masters: Sequence[MemoryMaster]) -> QuorumBackend:
 def test_a_majority_grants_and_a_minority_does_not():
     masters = [MemoryMaster() for _ in range(5)]
     store = quorum(masters)
-    assert isinstance(store.acquire("k", "f", "t1", 5000, HOLDER), Grant)
+    assert isinstance(store.acquire("k", "t1", 5000, HOLDER), Grant)
     assert sum("k" in m.locks for m in masters) >= 3  # the rest may still be answering
 
-    outcome = store.acquire("k", "f", "t2", 5000, Holder("other", "h", 2, 0, 1000))
+    outcome = store.acquire("k", "t2", 5000, Holder("other", "h", 2, 0, 1000))
     assert isinstance(outcome, Conflict) and outcome.task_id == "me"  # the holder, as a master sees it
     assert all(m.locks["k"][0] == "t1" for m in masters if "k" in m.locks)  # the loser left nothing
 
@@ -92,7 +98,7 @@ def test_a_failed_acquire_is_undone_everywhere():
     masters[1].locks["k"] = ("someone", "other")
     store = quorum(masters)
 
-    assert isinstance(store.acquire("k", "f", "mine", 5000, HOLDER), Conflict)
+    assert isinstance(store.acquire("k", "mine", 5000, HOLDER), Conflict)
     assert "k" not in masters[2].locks  # granted there, released again
 
 
@@ -102,7 +108,7 @@ def test_majority_down_is_a_backend_error_not_a_conflict():
     store = quorum(masters)
 
     with pytest.raises(QuorumUnavailable) as info:
-        store.acquire("k", "f", "t", 5000, HOLDER)
+        store.acquire("k", "t", 5000, HOLDER)
     assert isinstance(info.value, redis.exceptions.ConnectionError)  # so on_lock_error applies
     assert "k" not in masters[2].locks
 
@@ -110,7 +116,7 @@ def test_majority_down_is_a_backend_error_not_a_conflict():
 def test_renewal_keeping_less_than_a_majority_is_a_loss():
     masters = [MemoryMaster() for _ in range(5)]
     store = quorum(masters)
-    store.acquire("k", "f", "t", 5000, HOLDER)
+    store.acquire("k", "t", 5000, HOLDER)
     for m in masters[:2]:
         del m.locks["k"]
     assert store.renew([("k", "t", 5000)]) == [True]  # three of five still hold it
@@ -121,7 +127,7 @@ def test_renewal_keeping_less_than_a_majority_is_a_loss():
 def test_renewal_that_cannot_tell_raises_so_the_heartbeat_retries():
     masters = [MemoryMaster() for _ in range(3)]
     store = quorum(masters)
-    store.acquire("k", "f", "t", 5000, HOLDER)
+    store.acquire("k", "t", 5000, HOLDER)
     masters[0].down = masters[1].down = True
     with pytest.raises(QuorumUnavailable):
         store.renew([("k", "t", 5000)])
@@ -130,7 +136,7 @@ def test_renewal_that_cannot_tell_raises_so_the_heartbeat_retries():
 def test_release_answers_whether_a_majority_still_held_the_token():
     masters = [MemoryMaster() for _ in range(3)]
     store = quorum(masters)
-    store.acquire("k", "f", "t", 5000, HOLDER)
+    store.acquire("k", "t", 5000, HOLDER)
     assert store.release("k", "t") is True
     assert store.release("k", "t") is False
 
@@ -139,17 +145,17 @@ def test_the_largest_counter_alone_would_go_backwards_the_settled_fence_does_not
     # Given master 0 ran far ahead (minority grants that were undone), master 2 is down.
     masters = [MemoryMaster(100), MemoryMaster(5), MemoryMaster(5)]
     masters[2].down = True
-    first = quorum(masters).acquire("k", "f", "a", 5000, HOLDER)
-    assert first == Grant(fence=101)  # the largest of (101, 6)
+    assert quorum(masters).acquire("k", "a", 5000, HOLDER) == Grant()
+    assert quorum(masters).fence("k", "f", "a") == 101  # the largest of (101, 6)
     quorum(masters).release("k", "a")
 
     # When the next holder's majority is masters 1 and 2 (master 0 now down), from another process:
     masters[0].down, masters[2].down = True, False
-    second = quorum(masters).acquire("k", "f", "b", 5000, HOLDER)
+    second = quorum(masters).acquire("k", "b", 5000, HOLDER)
 
     # Then its fence is larger: master 1 was raised to 101 before 101 was handed out.
     # (With the largest value alone master 1 would have said 7, master 2 said 6: fence 7 < 101.)
-    assert isinstance(second, Grant) and second.fence > 101
+    assert isinstance(second, Grant) and quorum(masters).fence("k", "f", "b") > 101
 
 
 @settings(max_examples=60, deadline=None)
@@ -164,9 +170,9 @@ def test_fences_strictly_increase_whatever_minority_is_down_or_ahead(steps: List
             m.down = i in down  # at most two of five down: a majority is up
         store = quorum(masters)  # every holder is a new process: no floor remembered
         token = new_token()
-        outcome = store.acquire("k", "f", token, 5000, HOLDER)
+        outcome = store.acquire("k", token, 5000, HOLDER)
         assert isinstance(outcome, Grant)
-        fences.append(outcome.fence)
+        fences.append(store.fence("k", "f", token))
         store.release("k", token)
         for m in masters:  # a lock left on a master that was down when released expires
             m.locks.pop("k", None)
@@ -189,5 +195,15 @@ def test_split_votes_are_retried_after_a_random_delay():
         return original(*args, **kwargs)
 
     store._take = counted  # type: ignore[assignment]
-    assert isinstance(store.acquire("k", "f", "t", 5000, HOLDER), Grant)
+    assert isinstance(store.acquire("k", "t", 5000, HOLDER), Grant)
     assert len(attempts) == 2
+
+
+def test_a_fence_is_refused_when_a_majority_does_not_hold_the_token():
+    masters = [MemoryMaster() for _ in range(3)]
+    store = quorum(masters)
+    store.acquire("k", "t", 5000, HOLDER)
+    assert isinstance(store.fence("k", "f", "t"), int)
+    for m in masters[:2]:
+        del m.locks["k"]  # lost on two of three (expired while paused, say)
+    assert store.fence("k", "f", "t") is None

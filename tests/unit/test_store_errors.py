@@ -52,10 +52,11 @@ def test_an_outage_is_not_permanent(error):
 
 
 def test_a_command_refused_inside_a_script_names_the_script_and_its_commands():
-    problem = permanent_problem(rex.ResponseError(SCRIPT_NOPERM), "acquire")
-    assert "acquire script" in problem
-    assert all(command in problem for command in SCRIPT_COMMANDS["acquire"])
-    assert {"hset", "time", "pexpire"} <= set(SCRIPT_COMMANDS["acquire"])
+    problem = permanent_problem(rex.ResponseError(SCRIPT_NOPERM), "adopt")
+    assert "adopt script" in problem
+    assert all(command in problem for command in SCRIPT_COMMANDS["adopt"])
+    assert {"get", "set", "del"} <= set(SCRIPT_COMMANDS["adopt"])
+    assert {"get", "time", "set"} <= set(SCRIPT_COMMANDS["fence"])
     assert {"del", "publish", "zadd"} <= set(SCRIPT_COMMANDS["release"])
 
 

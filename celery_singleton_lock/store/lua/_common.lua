@@ -1,4 +1,4 @@
--- Helpers shared by acquire.lua, adopt.lua and renew.lua. The loader (scripts.py) puts this file in
+-- Helpers shared by fence.lua and renew.lua. The loader (scripts.py) puts this file in
 -- front of each script that calls them, so they are defined before the script's body runs.
 -- It names no KEYS or ARGV of its own: the calling script passes its keys and arguments in.
 
@@ -9,7 +9,7 @@ local function now_us()
 end
 
 -- next_fence(counter, floor): the fencing step. The fence is the server's clock in
--- microseconds, lifted above the task's counter (the last fence handed out) and above the
+-- microseconds, lifted above the counter (the last fence handed out for the key's bucket) and above the
 -- caller's floor, and the counter is set to it. A quorum client proposes a floor so that the
 -- counters of independent masters converge; a single Redis is called without one. The clock
 -- keeps fences increasing when the counter is lost (a server restarted empty, a replica
@@ -46,34 +46,4 @@ end
 -- the network and one for INFO's whole seconds come on top.
 local function restart_window(hb)
   return math.min(tonumber(hb), 1000) + 2000
-end
-
--- restart_wait(counter, hb): how long grants of the task must still wait after the server
--- started (ms; 0 when they need not). A server that started without its data may have lost
--- locks whose holders still run; within restart_window they take them back (renew.lua), and
--- no grant may come before. The task's fencing counter marks that a grant came after that
--- moment (or that the server kept its data), so the uptime is read only while it is missing.
---   counter  the task's fencing counter's key
---   hb       the task's heartbeat period in ms (number as text)
-local function restart_wait(counter, hb)
-  if redis.call('exists', counter) == 1 then
-    return 0
-  end
-  local wait = restart_window(hb) - uptime_ms()
-  if wait > 0 then
-    return wait
-  end
-  return 0
-end
-
--- holder_reply(key, h, same): the conflict reply that describes a lock's holder,
---   {0, task_id, host, pid, since, pttl, hb, state, token_matches}
--- with '' for a field the hash lacks and pttl the lock's remaining lease in ms.
---   key   the lock key
---   h     the reply of HMGET key token task_id host pid since hb state (any later fields unused)
---   same  a boolean: true when the holder's token is the caller's (token_matches 1, else 0).
---         Pass a boolean, not 0/1: in Lua 0 is true.
-local function holder_reply(key, h, same)
-  return {0, h[2] or '', h[3] or '', h[4] or '', h[5] or '', redis.call('pttl', key),
-          h[6] or '', h[7] or '', same and 1 or 0}
 end

@@ -1,5 +1,5 @@
 -- COMPLETED: whether a release noted that a task ran to the end, and the note still lasts.
--- KEYS[1] - the task's set of completed task ids (scores: when each note runs out, server ms)
+-- KEYS[1] - a bucket's set of completed task ids (scores: when each note runs out, server ms)
 -- ARGV[1] - the task id
 -- Returns 1 when noted and not run out by the server's clock, else 0.
 local until_ms = redis.call('zscore', KEYS[1], ARGV[1])

@@ -3,8 +3,13 @@
 -- KEYS[1] - the lock key
 -- ARGV[1] - the holder's task id
 -- Returns 1 when noted, 0 when the lock is gone or held for another task.
-if redis.call('hget', KEYS[1], 'task_id') == ARGV[1] then
-  redis.call('hset', KEYS[1], 'redelivered', 1)
-  return 1
+local v = redis.call('get', KEYS[1])
+if not v then
+  return 0
 end
-return 0
+local head, rest, task_id = string.match(v, '^(%S+ %S+) %S+ (%S+ %S+ %S+ %S+ %S+) (.*)$')
+if task_id ~= ARGV[1] then
+  return 0
+end
+redis.call('set', KEYS[1], head .. ' r ' .. rest .. ' ' .. task_id, 'keepttl')
+return 1

@@ -1,8 +1,8 @@
 -- RENEW: extend every running lock we still hold, in one call (a lock handed back to the
 -- queue is not ours to extend). A lock that is gone from a server that started less than
 -- restart_window ago (_common.lua) is taken back under the same token: the server may have
--- lost it in a restart without its data, and no grant of it can have come since
--- (restart_wait), so its holder keeps it and nobody else may start.
+-- lost it in a restart without its data, and no grant can have come since (grants wait that
+-- long after a start: see start_gate.py), so its holder keeps it and nobody else may start.
 -- KEYS[i]      - a lock key, i = 1 .. n (n = #KEYS)
 -- ARGV[i]      - its token
 -- ARGV[n + i]  - its ttl, ms
@@ -12,17 +12,19 @@ local n = #KEYS
 local out = {}
 local up = nil
 for i = 1, n do
-  local h = redis.call('hmget', KEYS[i], 'token', 'state')
+  local v = redis.call('get', KEYS[i])
   out[i] = 0
-  if h[1] == ARGV[i] and h[2] == 'running' then
-    redis.call('pexpire', KEYS[i], ARGV[n + i])
-    out[i] = 1
-  elseif not h[1] then
+  if v then
+    local token, state = string.match(v, '^(%S+) (%S+)')
+    if token == ARGV[i] and state == 'running' then
+      redis.call('pexpire', KEYS[i], ARGV[n + i])
+      out[i] = 1
+    end
+  else
     up = up or uptime_ms()
     if up < restart_window(ARGV[2 * n + i]) then
-      redis.call('hset', KEYS[i], 'token', ARGV[i], 'state', 'running', 'ttl', ARGV[n + i],
-                 'hb', ARGV[2 * n + i])
-      redis.call('pexpire', KEYS[i], ARGV[n + i])
+      redis.call('set', KEYS[i], ARGV[i] .. ' running - ' .. ARGV[2 * n + i] .. ' ' .. ARGV[n + i],
+                 'px', ARGV[n + i])
       out[i] = 1
     end
   end

@@ -5,10 +5,14 @@
 -- ARGV[1] - token
 -- ARGV[2] - ttl while queued, ms
 -- Returns 1 when handed back to the queue, 0 when the token is gone.
-if redis.call('hget', KEYS[1], 'token') == ARGV[1] then
-  redis.call('hset', KEYS[1], 'state', 'queued', 'ttl', ARGV[2])
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  redis.call('publish', KEYS[1], 'released')
-  return 1
+local v = redis.call('get', KEYS[1])
+if not v then
+  return 0
 end
-return 0
+local token, flag, hb, rest = string.match(v, '^(%S+) %S+ (%S+) (%S+) %S+(.*)$')
+if token ~= ARGV[1] then
+  return 0
+end
+redis.call('set', KEYS[1], token .. ' queued ' .. flag .. ' ' .. hb .. ' ' .. ARGV[2] .. rest, 'px', ARGV[2])
+redis.call('publish', KEYS[1], 'released')
+return 1

@@ -1,0 +1,60 @@
+"""A lock's value in Redis: its token, its state and its holder, in one string.
+
+One string instead of a hash of fields, so a free lock is taken with a plain
+``SET key value NX PX ttl`` (no script) and a conflict is described by one ``GET``::
+
+    <token> <state> <flag> <hb> <ttl> <since> <pid> <host> <task_id>
+
+``state`` is ``running`` or ``queued`` (an enqueue lock not yet started); ``flag`` is
+``r`` once a redelivered copy of the holder's message met the lock, else ``-``; ``hb``
+and ``ttl`` are ms, ``since`` ms since the epoch (the holder's clock). The task id comes
+last because it is the one field that may contain spaces. The scripts read only the
+first three fields (``^(%S+) (%S+) (%S+)``) and the task id; a lock a renewal took back
+after a restart carries its first five fields only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from .backend import Conflict, Holder
+
+__all__ = ["encode", "decode", "conflict", "FIELDS"]
+
+FIELDS = ("token", "state", "flag", "hb", "ttl", "since", "pid", "host", "task_id")
+
+
+def _word(value: Any) -> str:
+    """A field that must not contain a space (nor be empty: the scripts split on spaces)."""
+    text = "".join("_" if ch.isspace() else ch for ch in str(value))
+    return text or "-"
+
+
+def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
+    return " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
+                     str(int(holder.since_ms)), str(int(holder.pid)), _word(holder.host), holder.task_id))
+
+
+def decode(value: Any) -> Dict[str, str]:
+    """The fields by name (``''`` for one a short value lacks); ``redelivered`` is ``'1'`` or ``''``."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    parts = text.split(" ", len(FIELDS) - 1)
+    fields = dict(zip(FIELDS, parts + [""] * (len(FIELDS) - len(parts))))
+    fields["redelivered"] = "1" if fields.pop("flag") == "r" else ""
+    return fields
+
+
+def _int(value: str) -> Optional[int]:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def conflict(value: Any, pttl_ms: Any, token: Optional[str]) -> Conflict:
+    """The :class:`Conflict` a lock's value describes; ``same_token`` when it holds ``token``."""
+    fields = decode(value)
+    return Conflict(task_id=fields["task_id"], host=fields["host"], pid=_int(fields["pid"]),
+                    since_ms=_int(fields["since"]), pttl_ms=max(int(pttl_ms or 0), 0),
+                    heartbeat_ms=_int(fields["hb"]), state=fields["state"],
+                    same_token=token is not None and fields["token"] == token)
