@@ -176,7 +176,7 @@ def test_a_lock_store_turned_read_only_replica_fails_tasks_with_configuration_er
 def test_apply_async_of_a_queued_task_refuses_a_misconfigured_store_and_publishes_nothing(
         test_env, locks_user, on_lock_error):
     server, url = locks_user
-    admin(server).acl_setuser("locks", enabled=True, commands=["-evalsha"])
+    admin(server).acl_setuser("locks", enabled=True, commands=["-set"])
     app = Celery("publisher", broker=test_env["CSL_BROKER_URL"], set_as_current=False)
     app.conf.singleton_lock_url = url
     queue = f"csl-misconfigured-{uuid.uuid4().hex[:8]}"
@@ -187,7 +187,7 @@ def test_apply_async_of_a_queued_task_refuses_a_misconfigured_store_and_publishe
 
     broker = redis.Redis.from_url(test_env["CSL_BROKER_URL"])
     try:
-        with pytest.raises(ConfigurationError, match="no permissions to run the 'evalsha' command.*nothing was "
+        with pytest.raises(ConfigurationError, match="lacks a permission at the acquire step.*nothing was "
                                                      "published"):
             job.apply_async(("k",), queue=queue)
         assert broker.llen(queue) == 0
