@@ -17,7 +17,7 @@ import time
 import redis
 from celery import Celery, Task
 
-from celery_singleton_lock import LockedTask
+from celery_singleton_lock import LockedTask, LockLostError
 
 BROKER_URL = os.environ.get("CSL_BROKER_URL", "redis://127.0.0.1:6379/15")
 LOCK_URL = os.environ.get("CSL_LOCK_URL", "redis://127.0.0.1:6379/14")
@@ -56,10 +56,20 @@ def events() -> "redis.Redis":
     return _events
 
 
-def _record(kind: str, task, started: float, **extra) -> None:
+def _fence(task):
+    """The execution's fencing token; ``None`` without a lock, or when it was lost before it was read."""
     lock = task.lock
+    if lock is None:
+        return None
+    try:
+        return lock.fencing_token
+    except LockLostError:
+        return None
+
+
+def _record(kind: str, task, started: float, **extra) -> None:
     entry = dict(task=task.name, id=task.request.id, pid=os.getpid(), start=started, end=time.time(),
-                 fence=lock.fencing_token if lock else None, **extra)
+                 fence=_fence(task), **extra)
     events().rpush(kind, json.dumps(entry))
 
 
@@ -71,7 +81,7 @@ def _body(task, key, duration: float) -> dict:
     while time.monotonic() < deadline:
         time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
     _record("intervals", task, started, key=key)
-    return {"key": key, "pid": os.getpid(), "fence": task.lock.fencing_token if task.lock else None}
+    return {"key": key, "pid": os.getpid(), "fence": _fence(task)}
 
 
 @app.task(base=LockedTask, bind=True, lock_key=("key",))

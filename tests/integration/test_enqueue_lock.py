@@ -186,6 +186,7 @@ def test_refused_duplicates_keep_the_broker_connection(proj, broker_redis):
     # must not look like a broker failure (a reconnect per refused duplicate costs milliseconds).
     first = proj.qor_job.delay("k")
     proj.qor_job.delay("other")
+    assert proj.qor_job.delay("k").id == first.id  # the first refusal opens the store's reading connection
     opened = broker_redis.info("stats")["total_connections_received"]
 
     for _ in range(20):
