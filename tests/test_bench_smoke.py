@@ -26,11 +26,11 @@ def test_bench_smoke_writes_every_section(tmp_path):
 
     report = (tmp_path / "benchmarks.md").read_text()
     for heading in ("## Micro", "## Publish cost", "## End to end", "## Duplicate storm", "## Heartbeat",
-                    "## Key derivation", "## Targets in this run", "## Profile"):
+                    "## Key derivation", "## How it compares, in this run", "## Profile"):
         assert heading in report
-    assert "| ours: RedisBackend acquire+release |" in report
+    assert "| ours: running (acquire + release) |" in report
     assert re.search(r"\| LockedTask running \| \d+ \| 0 \| \d+ \| 0 \|", report), "storm row of our lock"
-    assert "storm: 0 overlaps for LockedTask | max 0 | holds" in report
+    assert "storm: 0 overlaps for LockedTask | max 0 | yes |" in report
     heartbeat = report.split("## Heartbeat", 1)[1].split("## ", 1)[0]
     assert "n/a" not in heartbeat, "every heartbeat row has its renewal time:\n" + heartbeat
     try:
