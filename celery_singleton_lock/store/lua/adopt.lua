@@ -11,15 +11,17 @@
 -- when the enqueue lock is not ours any more (expired, revoked, or adopted by another
 -- delivery of the same message).
 local mine = redis.call('get', KEYS[2])
-if mine and string.match(mine, '^(%S+)') == ARGV[2] then
+local n = #ARGV[2]
+-- a value starts with its token and a space (record.py); 32 is the space's byte
+if mine and string.sub(mine, 1, n) == ARGV[2] and string.byte(mine, n + 1) == 32 then
   return {1}
 end
-local queued = redis.call('get', KEYS[1])
-local token, state
-if queued then
-  token, state = string.match(queued, '^(%S+) (%S+)')
+local queued = mine
+if KEYS[1] ~= KEYS[2] then
+  queued = redis.call('get', KEYS[1])
 end
-if token ~= ARGV[1] or state ~= 'queued' then
+local head = ARGV[1] .. ' queued '
+if not queued or string.sub(queued, 1, #head) ~= head then
   if KEYS[1] == KEYS[2] and mine then
     return {0, mine, redis.call('pttl', KEYS[2])}
   end

@@ -8,16 +8,14 @@
 -- ARGV[4] - "1" to note it even if no redelivered copy met the lock
 -- Returns 1 when deleted, 0 when the lock was gone or held by another token.
 local v = redis.call('get', KEYS[1])
-if not v then
-  return 0
-end
-local token, state, flag = string.match(v, '^(%S+) (%S+) (%S+)')
-if token ~= ARGV[1] then
+local n = #ARGV[1]
+-- the value starts with the token and a space (record.py); 32 is the space's byte
+if not v or string.sub(v, 1, n) ~= ARGV[1] or string.byte(v, n + 1) ~= 32 then
   return 0
 end
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[1], 'released')
-if KEYS[2] and (flag == 'r' or ARGV[4] == '1') then
+if KEYS[2] and (ARGV[4] == '1' or string.match(v, '^%S+ %S+ (%S+)') == 'r') then
   local now = redis.call('time')
   local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   redis.call('zremrangebyscore', KEYS[2], '-inf', ms)
