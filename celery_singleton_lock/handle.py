@@ -43,10 +43,8 @@ class ExecutionLock:
         """
         if self._fence is None:
             fence = self._ask_fence()
-            if fence is None:
-                self._lease.lost.set()
-                self.check()
-                raise AssertionError("unreachable: check() raises for a lost lock")  # pragma: no cover
+            if fence is None:  # the heartbeat reports the loss (log, signal) at its next renewal
+                raise self._lost_error()
             self._fence = fence
         return self._fence
 
@@ -63,9 +61,12 @@ class ExecutionLock:
     def check(self) -> None:
         """Raise :class:`LockLostError` if the lock was lost; call before irreversible work."""
         if self.lost:
-            raise LockLostError(
-                f"task {self.task_name}[{self.task_id}] lost its lock {self.key}: another execution may be running",
-                task=self.task_name, key=self.key)
+            raise self._lost_error()
+
+    def _lost_error(self) -> LockLostError:
+        return LockLostError(
+            f"task {self.task_name}[{self.task_id}] lost its lock {self.key}: another execution may be running",
+            task=self.task_name, key=self.key)
 
     def __repr__(self) -> str:
         fence = "not asked" if self._fence is None else self._fence
