@@ -20,6 +20,8 @@ from typing import Dict, List, Optional
 
 import redis
 
+from ..store import START_WINDOW_S
+
 __all__ = ["Child", "reachable", "redis_server_binary", "start_redis", "start_worker", "start_beat",
            "APP_MODULE"]
 
@@ -140,6 +142,9 @@ def start_redis(workdir: str) -> "tuple[Child, str]":
             child.stop()
             raise RuntimeError(f"the embedded redis-server did not start:\n{child.log()[-2000:]}")
         time.sleep(0.05)
+    # A server grants no lock in its first seconds (the holders of locks it may have lost in a
+    # restart take them back first): a fresh demo server is no restarted one, so wait them out.
+    time.sleep(START_WINDOW_S + 0.2)
     return child, url
 
 

@@ -17,6 +17,8 @@ from urllib.parse import urlencode
 
 import redis
 
+from celery_singleton_lock.store import START_WINDOW_S
+
 __all__ = ["RedisServer", "TlsFiles", "redis_server_binary", "redis_server_version", "free_port", "reachable"]
 
 
@@ -97,7 +99,7 @@ def reachable(url: str, timeout: float = 0.5) -> bool:
 
 #: How old a test's server is made before use: the longest wait for grants after a start
 #: without data (3 s, see restart_window in the package's store/lua/_common.lua) and a margin.
-SETTLE_SECONDS = 3.2
+SETTLE_SECONDS = START_WINDOW_S + 0.2  # the lock store grants nothing before
 
 class RedisServer:
     """A redis-server on its own port, keeping nothing on disk; stop, pause and resume it at will.
