@@ -156,6 +156,11 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
     rel = os.path.relpath(chart_dir, out_dir)
     img = (lambda name: name) if rel == "." else (lambda name: f"{rel}/{name}")
     doc.add("# Benchmarks",
+            "What a `LockedTask` costs compared with a plain Celery task, with redis-py's own `Lock` and "
+            "with the two Celery locks people use today, celery-once and celery-singleton, all measured in "
+            "the same run on the same machine. To measure it on yours: `bash scripts/bench.sh` (it makes a "
+            "virtualenv with the bench extra, starts its own redis-server processes and workers, and "
+            "rewrites this page).",
             "Produced by `" + meta["command"] + "` (do not edit by hand: rerun it). "
             f"Mode: **{meta['mode']}**; {meta['when']}; Python {platform.python_version()}, "
             f"{meta['cpus']} CPU(s), redis-server {meta['redis_version']}; peers: {meta['peers']}. "
