@@ -132,12 +132,15 @@ class RedisBackend:
                     continue
                 if held is None:
                     return GRANT
+                replies = [False, held, self.client.pttl(key)]  # the holder's value came with the refusal
             elif self.grants.set(key, value, nx=True, px=ttl_ms):
                 return GRANT
-            pipe = self.client.pipeline(transaction=False)
-            pipe.get(key)
-            pipe.pttl(key)
-            result = acquired([False, *pipe.execute(raise_on_error=False)], token, state)
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.get(key)
+                pipe.pttl(key)
+                replies = [False, *pipe.execute(raise_on_error=False)]
+            result = acquired(replies, token, state)
             if result is not None:
                 return result
         return UNKNOWN_HOLDER  # taken and released under our feet three times: busy
