@@ -88,7 +88,3 @@ class ClusterBackend(RedisBackend):
     def epoch(self) -> Optional[str]:
         return None  # many servers: a restarted one is noticed at the next renewal
 
-    def close(self) -> None:
-        self.client.close()
-        if self.grants is not self.client:
-            self.grants.close()

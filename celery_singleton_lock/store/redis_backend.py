@@ -43,10 +43,6 @@ def release_call(key: str, token: str, completion: Optional[Completion]) -> Tupl
                                         1 if completion.always else 0)
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def floor_arg(fence_floor: int) -> Tuple[int, ...]:
     """The optional fencing floor ARGV (a quorum's proposal); nothing when there is none."""
     return (int(fence_floor),) if fence_floor > 0 else ()
@@ -59,6 +55,12 @@ def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
     args = ([item[1] for item in items] + [item[2] for item in items]
             + [item[3] if len(item) > 3 else item[2] // 3 for item in items])
     return keys, args
+
+
+def adopt_call(queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
+               holder: Holder) -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
+    """ADOPT's KEYS and ARGV: the running lock's value is written whole, as an acquire writes it."""
+    return (queued_key, key), (queued_token, token, record.encode(token, "running", ttl_ms, holder), ttl_ms)
 
 
 def queue_acquire(pipe: Any, key: str, value: str, ttl_ms: int) -> None:
@@ -148,9 +150,8 @@ class RedisBackend:
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
               holder: Holder) -> Union[Grant, Conflict, NotOurs]:
         """Turn an enqueue lock handed over by token into a running lock."""
-        reply = self._adopt(keys=(queued_key, key),
-                            args=(queued_token, token, record.encode(token, "running", ttl_ms, holder), ttl_ms),
-                            client=self.grants)
+        keys, args = adopt_call(queued_key, key, queued_token, token, ttl_ms, holder)
+        reply = self._adopt(keys=keys, args=args, client=self.grants)
         return adopted(reply, queued_key, key, queued_token)
 
     def fence(self, key: str, fence_key: str, token: str, *, floor: int = 0) -> Optional[int]:

@@ -30,7 +30,7 @@ from redis.exceptions import NoScriptError
 
 from . import record
 from .backend import Conflict, Grant, Holder, NotOurs, Outcome
-from .redis_backend import RedisBackend, acquired, adopted, queue_acquire, renew_args, UNKNOWN_HOLDER
+from .redis_backend import UNKNOWN_HOLDER, RedisBackend, acquired, adopt_call, adopted, queue_acquire, renew_args
 
 __all__ = ["ReplicaAckBackend", "ReplicaAckError"]
 
@@ -98,8 +98,7 @@ class ReplicaAckBackend(RedisBackend):
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str,
               ttl_ms: int, holder: Holder) -> Union[Grant, Conflict, NotOurs]:
-        reply, acked = self._then_wait(self._adopt, (queued_key, key),
-                                       (queued_token, token, record.encode(token, "running", ttl_ms, holder), ttl_ms),
+        reply, acked = self._then_wait(self._adopt, *adopt_call(queued_key, key, queued_token, token, ttl_ms, holder),
                                        client=self.grants)
         return self._acknowledged(key, token, adopted(reply, queued_key, key, queued_token), acked)
 
