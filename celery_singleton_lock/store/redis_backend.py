@@ -21,6 +21,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from . import record, scripts
+from .direct import direct_for
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .start_gate import RestartWait
 
@@ -117,6 +118,15 @@ class RedisBackend:
         self._fence = client.register_script(scripts.FENCE)
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
         self._completed = client.register_script(scripts.COMPLETED)
+        # The calls on every task's path skip redis-py's per-command pool round (see .direct).
+        self._ask = direct_for(client)
+        self._ask_grants = self._ask if grants is None else direct_for(grants)
+
+    def _script(self, script: Any, keys: Sequence[Any], args: Sequence[Any], grants: bool = False) -> Any:
+        ask = self._ask_grants if grants else self._ask
+        if ask is None:
+            return script(keys=keys, args=args, client=self.grants if grants else self.client)
+        return ask.script(script, keys, args)
 
     def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
         """Take ``key`` if free: one command, no script."""
@@ -124,7 +134,10 @@ class RedisBackend:
         for _ in range(3):
             if self._set_get:
                 try:
-                    held = self.grants.set(key, value, nx=True, px=ttl_ms, get=True)
+                    if self._ask_grants is not None:
+                        held = self._ask_grants("SET", key, value, "NX", "PX", ttl_ms, "GET")
+                    else:
+                        held = self.grants.set(key, value, nx=True, px=ttl_ms, get=True)
                 except redis.exceptions.ResponseError as exc:
                     if str(exc).startswith("WRONGTYPE"):
                         return UNKNOWN_HOLDER  # not a lock value: someone holds it, in another format
@@ -134,7 +147,8 @@ class RedisBackend:
                     continue
                 if held is None:
                     return GRANT
-                replies = [False, held, self.client.pttl(key)]  # the holder's value came with the refusal
+                pttl = self._ask("PTTL", key) if self._ask is not None else self.client.pttl(key)
+                replies = [False, held, pttl]  # the holder's value came with the refusal
             elif self.grants.set(key, value, nx=True, px=ttl_ms):
                 return GRANT
             else:
@@ -151,13 +165,13 @@ class RedisBackend:
               holder: Holder) -> Union[Grant, Conflict, NotOurs]:
         """Turn an enqueue lock handed over by token into a running lock."""
         keys, args = adopt_call(queued_key, key, queued_token, token, ttl_ms, holder)
-        reply = self._adopt(keys=keys, args=args, client=self.grants)
+        reply = self._script(self._adopt, keys, args, grants=True)
         return adopted(reply, queued_key, key, queued_token)
 
     def fence(self, key: str, fence_key: str, token: str, *, floor: int = 0) -> Optional[int]:
         """The fencing token of the holder of ``key`` under ``token``; ``None`` when it does not hold it.
         ``floor`` (a quorum's proposal) lifts the counter."""
-        return int(self._fence(keys=(key, fence_key), args=(token, *floor_arg(floor)))) or None
+        return int(self._script(self._fence, (key, fence_key), (token, *floor_arg(floor)))) or None
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         return bool(self._requeue(keys=(key,), args=(token, ttl_ms)))
@@ -168,7 +182,7 @@ class RedisBackend:
 
     def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
         keys, args = release_call(key, token, completion)
-        return bool(self._release(keys=keys, args=args))
+        return bool(self._script(self._release, keys, args))
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         return bool(self._mark_redelivered(keys=(key,), args=(task_id,)))
@@ -198,6 +212,9 @@ class RedisBackend:
         return str(run_id) if run_id else None
 
     def close(self) -> None:
+        for ask in (self._ask, self._ask_grants):
+            if ask is not None:
+                ask.discard()
         for client in {id(self.client): self.client, id(self.grants): self.grants}.values():
             pool = getattr(client, "connection_pool", None)
             if pool is not None:

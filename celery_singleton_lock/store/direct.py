@@ -1,0 +1,91 @@
+"""The calls every task makes, on connections taken from redis-py's pool once and kept.
+
+redis-py's client takes a connection from its pool and hands it back around every
+command, through its retry, event and metrics layers; for one short command that costs
+more client CPU than the round trip (``bench/FINDINGS.md``). :class:`Direct` keeps the
+connections it took and asks through redis-py's own
+:class:`~redis.connection.Connection`: ``send_command`` packs, ``read_response`` parses,
+so the wire format, the replies, the errors and the periodic health check are redis-py's.
+
+A connection serves one call at a time (taken from a free list and put back after its
+reply, so threads and greenlets never share one). A broken one is dropped with every idle
+one beside it (a restart or a ``CLIENT KILL`` breaks them all), and a call that met it on
+a kept connection is asked once more on a fresh one, as redis-py's own retry would. A
+fork starts from an empty list: the parent's sockets are not the child's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional, Sequence
+
+import redis
+
+__all__ = ["Direct", "direct_for"]
+
+
+class Direct:
+    """Ask one Redis (or Sentinel's master) on kept connections of ``client``'s pool."""
+
+    __slots__ = ("_pool", "_idle", "_pid")
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._pool = client.connection_pool
+        self._idle: List[Any] = []
+        self._pid = os.getpid()
+
+    def __call__(self, *args: Any) -> Any:
+        """Send one command and return redis-py's parsed reply; raises redis-py's errors."""
+        if self._pid != os.getpid():
+            self._idle, self._pid = [], os.getpid()
+        for last in (False, True):
+            reused = bool(self._idle) and not last
+            connection = self._idle.pop() if reused else self._take()
+            try:
+                connection.send_command(*args)
+                reply = connection.read_response()
+            except redis.exceptions.ResponseError:
+                self._idle.append(connection)  # the server answered: the connection is fine
+                raise
+            except redis.exceptions.ConnectionError:
+                self._drop(connection)
+                self.discard()
+                if not reused:
+                    raise
+                continue
+            except BaseException:  # a timeout, an interrupt: a reply may still be on its way
+                self._drop(connection)
+                raise
+            self._idle.append(connection)
+            return reply
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """EVALSHA of a registered :class:`~redis.commands.core.Script`, loaded again on NOSCRIPT."""
+        try:
+            return self("EVALSHA", script.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            self("SCRIPT", "LOAD", script.script)
+            return self("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    def discard(self) -> None:
+        """Close every kept connection (they are made again on the next call)."""
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            self._drop(connection)
+
+    def _take(self) -> Any:
+        try:
+            return self._pool.get_connection()
+        except TypeError:  # redis-py 5 wants a command name it does not use
+            return self._pool.get_connection("_")
+
+    def _drop(self, connection: Any) -> None:
+        connection.disconnect()
+        self._pool.release(connection)
+
+
+def direct_for(client: Any) -> Optional[Direct]:
+    """A :class:`Direct` for a client with one connection pool; ``None`` for a Redis Cluster
+    client, whose commands go to the node that owns each key."""
+    return Direct(client) if isinstance(client, redis.Redis) else None
