@@ -31,6 +31,7 @@ DIST = ROOT / ".nox" / "dist"
 CELL_TESTS = [
     "tests/unit",
     "tests/integration/test_store.py",
+    "tests/integration/test_direct.py",
     "tests/integration/test_run_lock.py",
     "tests/integration/test_enqueue_lock.py",
     "tests/integration/test_pools.py",
