@@ -128,16 +128,20 @@ class RedisBackend:
             return script(keys=keys, args=args, client=self.grants if grants else self.client)
         return ask.script(script, keys, args)
 
+    def _set_nx(self, key: str, value: str, ttl_ms: int, get: bool) -> Any:
+        """``SET key value NX PX ttl [GET]``. Without ``get``: true when taken. With ``get``: ``None``
+        when taken, else the holder's value."""
+        if self._ask_grants is None:
+            return self.grants.set(key, value, nx=True, px=ttl_ms, get=get)
+        return self._ask_grants("SET", key, value, "NX", "PX", ttl_ms, *(("GET",) if get else ()))
+
     def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
         """Take ``key`` if free: one command, no script."""
         value = record.encode(token, state, ttl_ms, holder)
         for _ in range(3):
             if self._set_get:
                 try:
-                    if self._ask_grants is not None:
-                        held = self._ask_grants("SET", key, value, "NX", "PX", ttl_ms, "GET")
-                    else:
-                        held = self.grants.set(key, value, nx=True, px=ttl_ms, get=True)
+                    held = self._set_nx(key, value, ttl_ms, get=True)
                 except redis.exceptions.ResponseError as exc:
                     if str(exc).startswith("WRONGTYPE"):
                         return UNKNOWN_HOLDER  # not a lock value: someone holds it, in another format
@@ -149,7 +153,7 @@ class RedisBackend:
                     return GRANT
                 pttl = self._ask("PTTL", key) if self._ask is not None else self.client.pttl(key)
                 replies = [False, held, pttl]  # the holder's value came with the refusal
-            elif self.grants.set(key, value, nx=True, px=ttl_ms):
+            elif self._set_nx(key, value, ttl_ms, get=False):
                 return GRANT
             else:
                 pipe = self.client.pipeline(transaction=False)
