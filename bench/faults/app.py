@@ -42,7 +42,10 @@ app.conf.update(
     worker_redirect_stdouts=False,
 )
 if app.conf.broker_url.startswith("redis"):
-    app.conf.broker_transport_options = {"visibility_timeout": CONFIG.get("visibility_timeout", 30.0)}
+    # Unacknowledged messages older than the visibility timeout are put back by a sweep each
+    # second (kombu's default sweeps every 100 s): a killed worker's messages come back soon.
+    app.conf.broker_transport_options = {"visibility_timeout": CONFIG.get("visibility_timeout", 15.0),
+                                         "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
 
 recorder = Recorder(CONFIG.get("history", "redis://127.0.0.1:6379/2"))
 _store: Optional[FencedStore] = None

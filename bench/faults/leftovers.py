@@ -91,5 +91,5 @@ def tracebacks(paths: Iterable[str]) -> Dict[str, int]:
         for i, line in enumerate(lines):
             if "Traceback (most recent call last)" in line:
                 ending = next((x for x in lines[i + 1:] if x and not x.startswith((" ", "\t"))), "?")
-                found[re.sub(r"\s+", " ", ending)[:120]] += 1
+                found[re.sub(r"\d+", "N", re.sub(r"\s+", " ", ending))[:120]] += 1
     return dict(found)

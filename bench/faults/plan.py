@@ -24,7 +24,7 @@ class Fault:
     broker: str = "redis"  # "redis" (a private redis-server) or "amqp" (RabbitMQ)
     body: Tuple[float, float] = SHORT
     mid_write: bool = False  # also write half-way through the body
-    visibility_timeout: float = 30.0  # Redis broker only
+    visibility_timeout: float = 15.0  # Redis broker only
     quorum: int = 1  # lock-store masters (a list of URLs when more than one)
     load: float = 1.0  # share of the size's messages (long bodies run fewer)
     note: str = ""
@@ -80,7 +80,7 @@ FAULTS = [
           "locks back"),
     Fault("restart-store-long", "lock store restarted empty (~1 s down) during 2-6 s bodies", "restart_store_long",
           "restart during a body: the holder keeps its lock, duplicates wait, no overlap, every fenced write "
-          "accepted", body=LONG, mid_write=True, load=0.15),
+          "accepted", body=LONG, mid_write=True, load=0.15, visibility_timeout=20.0),
     Fault("quorum-kill", "Redlock quorum of 3: one master killed and restarted empty", "quorum_kill",
           "one master of three down or restarted empty: exclusion holds, fences strictly increase",
           quorum=3),
