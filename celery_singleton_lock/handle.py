@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Optional
 
 from .exceptions import LockLostError
@@ -55,8 +56,11 @@ class ExecutionLock:
 
     @property
     def lost(self) -> bool:
-        """Set by the heartbeat when Redis no longer holds this execution's token."""
-        return self._lease.lost.is_set()
+        """Whether the lock may be another execution's now: the heartbeat found the token gone,
+        or the lock's TTL passed since its last confirmed renewal (a pause longer than
+        ``lock_ttl``), which this process knows before its heartbeat runs again."""
+        lease = self._lease
+        return lease.lost.is_set() or lease.ran_out(time.monotonic())
 
     def check(self) -> None:
         """Raise :class:`LockLostError` if the lock was lost; call before irreversible work."""

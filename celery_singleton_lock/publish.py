@@ -25,8 +25,10 @@ What a duplicate does at enqueue time:
           queued behind the running one; at run time that copy waits for it.
 
 When Redis is unreachable, ``on_lock_error="raise"`` raises to the caller and
-publishes nothing; otherwise the message is published without an enqueue lock
-and the worker guards the run (and applies ``on_lock_error`` itself). A lock
+publishes nothing (an ask that lands late is released by token once the store
+answers); otherwise the message is published naming the token it asked with: the
+worker adopts that lock if the ask took it after all (a paused store runs it when
+it resumes), or guards the run and applies ``on_lock_error`` itself. A lock
 store that is set up wrong (a wrong password, a missing ACL permission, a
 read-only replica) is no outage: ``apply_async`` raises
 :class:`~.exceptions.ConfigurationError` and publishes nothing, whatever
@@ -144,34 +146,42 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
                     heartbeat_ms=int(options.heartbeat * 1000))
     # The lock waits in the queue as long as the message may: lock_queue_ttl past its eta.
     queue_ttl_ms = int((options.queue_ttl + call.delay()) * 1000)
+    named = {headers.ENQUEUE_TOKEN: token, headers.ENQUEUE_DIGEST: digest}
     try:
         outcome = runtime.store.acquire(keys.queued, token, queue_ttl_ms, holder, state="queued")
     except STORE_ERRORS as exc:
-        return _unreachable(task, runtime, keys, options.on_lock_error, exc, lambda: publish(task_id, None))
+        # The ask may still land (a paused or slow store runs it when it answers again): the
+        # message names its token, so the worker adopts that lock if it exists, or guards the run.
+        return _unreachable(task, runtime, keys, options.on_lock_error, exc, lambda: publish(task_id, named),
+                            lambda: runtime.renewer.release_later(keys.queued, token, queue_ttl_ms / 1000.0))
     if isinstance(outcome, Conflict):
         return _duplicate_at_enqueue(task, keys.queued, task_id, outcome, options.on_locked, publish, requested_id,
                                      call.continues)
     try:
-        return publish(task_id, {headers.ENQUEUE_TOKEN: token, headers.ENQUEUE_DIGEST: digest})
+        return publish(task_id, named)
     except BaseException:
         _release_unpublished(runtime, task, keys, token)
         raise
 
 
 def _unreachable(task: Any, runtime: Any, keys: LockKeys, on_lock_error: str, error: BaseException,
-                 publish_unlocked: Callable[[], Any]) -> Any:
+                 publish_anyway: Callable[[], Any], withdraw_ask: Callable[[], None]) -> Any:
     problem = permanent_problem(error, "acquire")
     if problem is not None:  # a misconfiguration: whatever on_lock_error says, nothing goes out
         raise ConfigurationError(f"task {task.name}: the lock store {redact(runtime.settings.url)} refused "
                                  f"enqueue lock {keys.queued}: {problem}; nothing was published",
                                  task=task.name, key=keys.queued) from error
     if on_lock_error == "raise":
+        # Nothing is published, so a lock the ask may still take would name a call that never
+        # runs: it is released by token as soon as the store answers again.
+        withdraw_ask()
         raise LockBackendError(f"task {task.name}: cannot reach Redis to take enqueue lock {keys.queued}: "
                                f"{error_text(error)}; nothing was published", task=task.name,
                                key=keys.queued) from error
-    logger.warning("singleton lock: %s: Redis unavailable at enqueue (%s); publishing without an enqueue "
-                   "lock, the worker guards the run", task.name, error_text(error))
-    return publish_unlocked()
+    logger.warning("singleton lock: %s: Redis unavailable at enqueue (%s); publishing anyway, the worker "
+                   "adopts the enqueue lock if the ask took it late, or guards the run", task.name,
+                   error_text(error))
+    return publish_anyway()
 
 
 def _release_unpublished(runtime: Any, task: Any, keys: LockKeys, token: str) -> None:

@@ -9,7 +9,8 @@ from .backend import (GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, Lock
 from .admin import ClearResult, LockRecord, clear_lock, find_locks, read_lock, scan_locks
 from .connect import connect, open_store, redact
 from .errors import STORE_ERRORS, error_text, is_permanent, permanent_problem
-from .heartbeat import Lease, Renewer
+from .heartbeat import Renewer
+from .lease import Lease
 from .keys import DEFAULT_PREFIX, KeyLayout, LockKeys
 from .memory import MemoryBackend
 from .probe import ProbeFailed, probe_store

@@ -11,6 +11,10 @@ idle so a busy worker does not start one per task, and exits on its own. A
 renewal error is logged and retried; a lease is declared lost only when Redis
 says its token is gone, or when its TTL has surely run out since the last
 confirmed renewal. The loop never raises, so it cannot take a worker down.
+
+The same thread withdraws asks whose answer never came (:meth:`Renewer.release_later`):
+a paused store runs such an ask when it resumes, and the lock it takes must not
+outlive the caller's decision that it was not granted.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from typing import Any, Callable, List, Optional, Set
 
 from .backend import LockBackend
 from .errors import error_text
+from .lease import Lease
 
-__all__ = ["Lease", "Renewer"]
+__all__ = ["Renewer"]
 
 logger = logging.getLogger("celery_singleton_lock.heartbeat")
 
@@ -33,46 +38,16 @@ Clock = Callable[[], float]
 LostCallback = Callable[["Lease", str], None]
 
 
-class Flag:
-    """Set once, read from any thread: ``threading.Event``'s ``set``/``is_set`` without its
-    lock and condition (nobody waits on a lost lock; a lease is made per task)."""
+class _Withdrawal:
+    """A lock an unanswered ask may have taken: released by token once the store answers."""
 
-    __slots__ = ("_set",)
+    __slots__ = ("key", "token", "until", "answers")
 
-    def __init__(self) -> None:
-        self._set = False
-
-    def set(self) -> None:
-        self._set = True
-
-    def is_set(self) -> bool:
-        return self._set
-
-
-class Lease:
-    """One held lock as the renewer sees it; ``lost`` is set when it is gone."""
-
-    __slots__ = ("key", "token", "ttl", "heartbeat", "confirmed_at", "next_due", "lost",
-                 "released", "context", "__weakref__")
-
-    def __init__(self, key: str, token: str, ttl: float, heartbeat: float, confirmed_at: float,
-                 context: Any = None) -> None:
+    def __init__(self, key: str, token: str, until: float) -> None:
         self.key = key
         self.token = token
-        self.ttl = ttl
-        self.heartbeat = heartbeat
-        self.confirmed_at = confirmed_at  # clock() before the last call Redis confirmed
-        self.next_due = confirmed_at + heartbeat
-        self.lost = Flag()
-        self.released = False
-        self.context = context
-
-    @property
-    def ttl_ms(self) -> int:
-        return int(self.ttl * 1000)
-
-    def __repr__(self) -> str:
-        return f"<Lease {self.key} lost={self.lost.is_set()} released={self.released}>"
+        self.until = until
+        self.answers = 0
 
 
 class Renewer:
@@ -107,6 +82,8 @@ class Renewer:
         self._closed = False
         self._epoch: Optional[str] = None
         self._epoch_due = 0.0
+        self._withdrawals: List[_Withdrawal] = []
+        self._withdraw_due = 0.0
 
     # -- the holder's side ---------------------------------------------------------------------
     def hold(self, lease: Lease) -> None:
@@ -118,6 +95,26 @@ class Renewer:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
             elif lease.next_due < self._wake_at:
+                self._cond.notify()
+
+    def release_later(self, key: str, token: str, within: float) -> None:
+        """Release ``key`` by ``token`` once the store answers again, from the renewal thread.
+
+        For an ask that failed without an answer: it may still run (a paused store reads it
+        when it resumes). Released on two answered tries a period apart, so a release that
+        overtakes the late ask does not leave its lock behind; given up after ``within``
+        seconds, by when the lock expired anyway.
+        """
+        with self._cond:
+            self._closed = False
+            now = self._clock()
+            self._withdrawals.append(_Withdrawal(key, token, now + within))
+            if len(self._withdrawals) == 1:
+                self._withdraw_due = now + self.restart_check
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            else:
                 self._cond.notify()
 
     def drop(self, lease: Lease) -> None:
@@ -165,7 +162,7 @@ class Renewer:
                     self._thread = None
                     return
                 now = self._clock()
-                if not self._leases:
+                if not self._leases and not self._withdrawals:
                     idle_since = now if idle_since is None else idle_since
                     remaining = self.idle_linger - (now - idle_since)
                     if remaining <= 0:
@@ -176,17 +173,25 @@ class Renewer:
                     continue
             with self._cond:
                 now = self._clock()
-                if not self._leases:
+                if not self._leases and not self._withdrawals:
                     continue
                 idle_since = None
-                due = min(lease.next_due for lease in self._leases)
-                check = due > now and self._epoch_due <= now
-                if due > now and not check:
-                    self._wake_at = min(due, self._epoch_due)
+                never = float("inf")
+                due = min((lease.next_due for lease in self._leases), default=never)
+                epoch_due = self._epoch_due if self._leases else never
+                withdraw_due = self._withdraw_due if self._withdrawals else never
+                check = due > now and epoch_due <= now
+                withdraw = due > now and not check and withdraw_due <= now
+                if due > now and not check and not withdraw:
+                    self._wake_at = min(due, epoch_due, withdraw_due)
                     self._cond.wait(self._wake_at - now)
                     continue
                 batch = list(self._leases)
-                self._wake_at = float("inf")
+                withdrawals = list(self._withdrawals)
+                self._wake_at = never
+            if withdraw:
+                self._withdraw(withdrawals)
+                continue
             if check:
                 if self._restarted():
                     with self._cond:
@@ -201,6 +206,21 @@ class Renewer:
                     for lease in batch:
                         lease.next_due = max(lease.next_due, self._clock() + lease.heartbeat / 2)
 
+    def _withdraw(self, withdrawals: List[_Withdrawal]) -> None:
+        self._withdraw_due = self._clock() + self.restart_check
+        try:
+            self._store.release_many([(item.key, item.token) for item in withdrawals])
+            answered = 1
+        except Exception as exc:
+            logger.debug("singleton-lock heartbeat: withdrawing %d ask(s) failed, retrying: %s", len(withdrawals),
+                         error_text(exc))
+            answered = 0
+        now = self._clock()
+        with self._cond:
+            for item in withdrawals:
+                item.answers += answered
+            self._withdrawals = [item for item in self._withdrawals if item.answers < 2 and item.until > now]
+
     def _restarted(self) -> bool:
         """Whether the store's epoch changed since the last look (errors count as "cannot tell")."""
         self._epoch_due = self._clock() + self.restart_check
@@ -213,6 +233,12 @@ class Renewer:
 
     def _renew(self, batch: List[Lease]) -> None:
         started = self._clock()
+        for lease in [lease for lease in batch if lease.ran_out(started)]:
+            # Paused or starved past its TTL: another holder may have it now. Never renewed again.
+            self._lose(lease, "its TTL ran out before it could be renewed (the process was paused or starved)")
+            batch.remove(lease)
+        if not batch:
+            return
         try:
             self.round_trips += 1
             results = self._store.renew([(lease.key, lease.token, lease.ttl_ms, int(lease.heartbeat * 1000))

@@ -217,6 +217,11 @@ def qor_raise(self, key, duration=0.5):
     return _tracked(self, key, duration)
 
 
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", on_lock_error="raise")
+def qor_error_raise(self, key, duration=0.5):
+    return _tracked(self, key, duration)
+
+
 @app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", lock_retry_delay=0.3, lock_retry_max=0)
 def queued_job(self, key, duration=0.5):
     return _tracked(self, key, duration)

@@ -1,6 +1,9 @@
-"""``self.lock.fencing_token``: asked of the store on first read, kept, refused to a lost holder."""
+"""``self.lock``: the fence asked of the store on first read, kept, refused to a lost holder; ``lost``
+as soon as the lock's TTL passed since its last confirmed renewal."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -9,14 +12,15 @@ from celery_singleton_lock.handle import ExecutionLock
 from celery_singleton_lock.store import Lease
 
 
-def _handle(answers):
+def _handle(answers, confirmed_at=None):
     asked = []
 
     def ask():
         asked.append(1)
         return answers.pop(0)
 
-    lease = Lease("k", "tok", ttl=3.0, heartbeat=1.0, confirmed_at=0.0)
+    confirmed = time.monotonic() if confirmed_at is None else confirmed_at
+    lease = Lease("k", "tok", ttl=3.0, heartbeat=1.0, confirmed_at=confirmed)
     return ExecutionLock("k", "tok", ask, "proj.job", "id-1", lease), asked
 
 
@@ -32,3 +36,19 @@ def test_a_holder_that_no_longer_holds_its_lock_is_refused_a_fence():
     handle, _ = _handle([None])
     with pytest.raises(LockLostError, match="lost its lock k"):
         handle.fencing_token
+
+
+def test_a_holder_whose_ttl_passed_since_its_last_renewal_is_lost_before_the_heartbeat_says_so():
+    fresh, _ = _handle([])
+    assert not fresh.lost
+    fresh.check()
+    paused, _ = _handle([], confirmed_at=time.monotonic() - 3.01)  # a pause longer than lock_ttl
+    assert paused.lost and not paused.lease.lost.is_set()
+    with pytest.raises(LockLostError):
+        paused.check()
+
+
+def test_a_released_lease_is_not_lost_however_old():
+    handle, _ = _handle([], confirmed_at=time.monotonic() - 10)
+    handle.lease.released = True
+    assert not handle.lost
