@@ -16,5 +16,6 @@ Modules, one job each:
 - :mod:`.checker`: overlaps, fenced writes, fencing tokens, every message's fate;
 - :mod:`.one`: one run, start to judgement (``python -m bench.faults.one``);
 - :mod:`.report`: docs/faults.md;
-- :mod:`.runner`: the command line and the campaign.
+- :mod:`.runner`: the command line and the campaign;
+- :mod:`.probe`: where a message goes that Redis hands to a just-killed `BRPOP` consumer.
 """

@@ -96,7 +96,7 @@ def check_writes(runs: List[Execution]) -> dict:
         for run in same:
             for write in run.writes:
                 newer = any(o.fence is not None and o.fence > write["fence"] and o.start < write["t"]
-                            for o in same if o is not run)
+                            for o in same)
                 accepted += write["accepted"]
                 if newer and write["accepted"]:
                     stale_accepted += 1
@@ -114,11 +114,10 @@ def check_tokens(runs: List[Execution]) -> dict:
     """Fences handed to two executions of one key (reuse), or lower for a later one (regression)."""
     reuse = regression = 0
     for same in _by_key(runs).values():
-        fenced = [r for r in same if r.fence is not None]
-        counts = Counter(r.fence for r in fenced)
-        reuse += sum(n - 1 for n in counts.values() if n > 1)
-        for i, earlier in enumerate(fenced):
-            regression += sum(1 for later in fenced[i + 1:] if later.fence < earlier.fence)
+        fences = [r.fence for r in same if r.fence is not None]  # in the order the executions started
+        reuse += sum(n - 1 for n in Counter(fences).values() if n > 1)
+        for i, earlier in enumerate(fences):
+            regression += sum(1 for later in fences[i + 1:] if later < earlier)
     return {"token_reuse": reuse, "token_regression": regression,
             "fence_refused": sum(1 for r in runs if r.fence is None)}
 
@@ -151,7 +150,7 @@ def account(history: History, runs: List[Execution], states: Mapping[str, str], 
             fate = "queued"
         else:
             fate = "lost"
-            lost.append(tid)
+            lost.append(f"{message['task']} {tid}")
         fates[fate] += 1
     totals: Counter = Counter()
     for counter in actions.values():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from dataclasses import dataclass
+from typing import Tuple
 
 __all__ = ["Fault", "Size", "FAULTS", "SIZES", "AMQP_URL"]
 
@@ -41,7 +41,6 @@ class Size:
     workers: int
     concurrency: int
     items: int = 20  # distinct arguments per task
-    extra: Dict[str, float] = field(default_factory=dict)
 
 
 SIZES = {
@@ -62,7 +61,10 @@ FAULTS = [
     Fault("kill-worker", "SIGKILL a whole worker and restart it (Redis broker)", "kill_worker",
           "worker killed: its locks expire within `lock_ttl`; messages are the broker's business",
           note="kombu's Redis transport, not the lock: a message Redis hands to a killed worker's pending "
-               "BRPOP is gone before kombu copies it to `unacked`; use RabbitMQ with `task_acks_late=True`"),
+               "BRPOP is gone before kombu copies it to `unacked` (`python -m bench.faults.probe` shows it); "
+               "use RabbitMQ with `task_acks_late=True` (next row). A lost `queued_or_running` message leaves "
+               "its enqueue lock for `lock_queue_ttl`: later calls with its arguments are refused at publish "
+               "until then"),
     Fault("kill-worker-amqp", "SIGKILL a whole worker and restart it (RabbitMQ, acks_late)", "kill_worker",
           "worker killed: its locks expire within `lock_ttl`; RabbitMQ requeues its unacked messages",
           broker="amqp"),
@@ -83,5 +85,7 @@ FAULTS = [
           "accepted", body=LONG, mid_write=True, load=0.15, visibility_timeout=20.0),
     Fault("quorum-kill", "Redlock quorum of 3: one master killed and restarted empty", "quorum_kill",
           "one master of three down or restarted empty: exclusion holds, fences strictly increase",
-          quorum=3),
+          quorum=3, note="a body that asks for its fence while fewer than a majority answer in time gets the "
+                         "store's connection error (`QuorumUnavailable`, a redis-py `ConnectionError`) from "
+                         "`self.lock.fencing_token`, and the task fails: `on_lock_error` does not apply there"),
 ]

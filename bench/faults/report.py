@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Dict, List
+from typing import Any, Dict, List, Mapping
 
 from .plan import FAULTS, Fault
 
@@ -44,7 +44,8 @@ def _row(fault: Fault, r: dict) -> str:
     figures = [r["executions"], r["overlaps"], told, r["stale_accepted"], r["wrongly_refused"],
                f"{r['token_reuse']} / {r['token_regression']}", r["fates"]["lost"],
                f"{r['locks_left']} / {r['no_ttl']}", sum(r["tracebacks"].values())]
-    promise = fault.promise + (f". **Note**: {fault.note}" if fault.note and r["fates"]["lost"] else "")
+    troubled = r["fates"]["lost"] or r["fates"]["failed"]
+    promise = fault.promise + (f". **Note**: {fault.note}" if fault.note and troubled else "")
     return "| " + " | ".join(_cell(x) for x in [fault.title, *figures, promise, f"`{fault.command}`"]) + " |"
 
 
@@ -67,7 +68,7 @@ def _details(results: Dict[str, dict]) -> List[str]:
             notes.append(f"overlap e.g. `{e['key']}`: {e['by']} s, fences {e['old_fence']} then {e['new_fence']}, "
                          f"lock_lost signals for {r['lost_signal']} of the older holders")
         if r["lost_ids"]:
-            notes.append("lost task ids: " + ", ".join(f"`{i}`" for i in r["lost_ids"]))
+            notes.append("lost messages: " + ", ".join(f"`{i}`" for i in r["lost_ids"]))
         if r["write_examples"]:
             notes.append(f"first suspect write: `{r['write_examples'][0]}`")
         if notes:
@@ -75,7 +76,7 @@ def _details(results: Dict[str, dict]) -> List[str]:
     return lines or ["- nothing: no traceback, overlap, lost message or suspect write in any run."]
 
 
-def write_report(results: Dict[str, dict], out_dir: str, meta: Dict[str, object]) -> str:
+def write_report(results: Dict[str, dict], out_dir: str, meta: Mapping[str, Any]) -> str:
     faults = [f for f in FAULTS if f.name in results]
     executions = sum(r["executions"] for r in results.values())
     lines = [

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .plan import FAULTS, SIZES
 from .report import write_report
@@ -29,6 +29,8 @@ def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--out", default=os.path.join(_ROOT, "docs"), help="where faults.md goes")
     parser.add_argument("--json", default=None, help="also write every run's figures to this file")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--report-only", metavar="JSON", default=None,
+                        help="write faults.md again from the figures an earlier run saved with --json")
     return parser.parse_args(argv)
 
 
@@ -61,6 +63,11 @@ def _versions() -> Dict[str, str]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse(argv)
+    if args.report_only:
+        with open(args.report_only) as handle:
+            saved = json.load(handle)
+        _log(f"wrote {os.path.relpath(write_report(saved['results'], args.out, saved['meta']))}")
+        return 0
     size = "smoke" if args.smoke else "quick" if args.quick else "full"
     names = [n for n in args.only.split(",") if n]
     unknown = set(names) - {f.name for f in FAULTS}
@@ -75,12 +82,13 @@ def main(argv: Optional[List[str]] = None) -> int:
              f"{result['stale_accepted']} stale accepted, {result['fates']['lost']} lost, {result['elapsed']}s")
     command = "python -m bench faults" + ("" if size == "full" else f" --{size}") + (
         "" if len(names) == len(FAULTS) else f" --only {','.join(names)}")
-    meta = {"command": command, "mode": size, "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "cpus": os.cpu_count(), "elapsed": time.monotonic() - began, **_versions()}
+    elapsed = time.monotonic() - began
+    meta: Dict[str, Any] = {"command": command, "mode": size, "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "cpus": os.cpu_count(), "elapsed": elapsed, **_versions()}
     path = write_report(results, args.out, meta)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"meta": meta, "results": results}, handle, indent=1, default=str)
     _log(f"wrote {os.path.relpath(path)}: {sum(r['executions'] for r in results.values())} executions "
-         f"in {meta['elapsed'] / 60:.1f} min")
+         f"in {elapsed / 60:.1f} min")
     return 0
