@@ -44,7 +44,8 @@ def publish(app_module: Any, count: int, window: float, items: int, rng: random.
         task = rng.choice(app_module.TASKS)
         item = rng.randrange(items)
         task_id = str(uuid.uuid4())
-        record: Dict[str, Any] = {"task_id": task_id, "task": task.name, "item": item, "t": time.time()}
+        record: Dict[str, Any] = {"task_id": task_id, "task": task.name, "args": [item, seq], "item": item,
+                                  "t": time.time()}
         try:
             result = task.apply_async((item, seq), task_id=task_id)
             record["published"] = getattr(result, "id", None) == task_id

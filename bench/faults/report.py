@@ -53,7 +53,7 @@ def _fates(fault: Fault, r: dict) -> str:
     f = r["fates"]
     cells = [fault.name, r["sent"], r["refused_at_publish"], r["publish_errors"], r["published"], f["ran"],
              f["skipped"], r["retried"], r["ignored_redeliveries"], f["failed"], f["queued"], f["lost"],
-             r["nemesis_actions"], r["elapsed"]]
+             r["lost_signals"], r["nemesis_actions"], r["elapsed"]]
     return "| " + " | ".join(_cell(x) for x in cells) + " |"
 
 
@@ -95,10 +95,11 @@ def write_report(results: Dict[str, dict], out_dir: str, meta: Mapping[str, Any]
         "Sent = refused at publish (a `queued_or_running` duplicate answered with the holder's result) "
         "+ publish errors (raised to the caller) + published; published = ran + skipped + failed + "
         "queued + lost. Retried and ignored count lock conflicts (a message may be retried several "
-        "times before it runs; an ignored redelivery is a second copy of a message that ran).", "",
+        "times before it runs; an ignored redelivery is a second copy of a message that ran). `lock_lost` "
+        "signals count every holder told it lost its lock, by the heartbeat or at its release, overlap or not.", "",
         "| fault | sent | refused at publish | publish errors | published | ran | skipped | retried "
-        "| ignored redeliveries | failed | queued | lost | nemesis actions | seconds |",
-        "|---|" + "---:|" * 13,
+        "| ignored redeliveries | failed | queued | lost | `lock_lost` signals | nemesis actions | seconds |",
+        "|---|" + "---:|" * 14,
         *[_fates(f, results[f.name]) for f in faults], "",
         "## Details", "", *_details(results), "",
     ]
