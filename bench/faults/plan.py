@@ -79,7 +79,9 @@ FAULTS = [
           body=(4.5, 5.5), mid_write=True, visibility_timeout=1.5, load=0.12),
     Fault("restart-store", "lock store restarted empty every 8-14 s", "restart_store",
           "restart without data: fences keep increasing; grants wait ~3 s while live holders take their "
-          "locks back"),
+          "locks back", note="a holder whose body ends after a restart but before its renewal thread (once a "
+                             "second) took its lock back finds the lock gone at release and reports it lost "
+                             "(`lock_lost`, an ERROR naming a pause or a takeover) although nobody took it"),
     Fault("restart-store-long", "lock store restarted empty (~1 s down) during 2-6 s bodies", "restart_store_long",
           "restart during a body: the holder keeps its lock, duplicates wait, no overlap, every fenced write "
           "accepted", body=LONG, mid_write=True, load=0.15, visibility_timeout=20.0),

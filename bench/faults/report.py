@@ -44,7 +44,7 @@ def _row(fault: Fault, r: dict) -> str:
     figures = [r["executions"], r["overlaps"], told, r["stale_accepted"], r["wrongly_refused"],
                f"{r['token_reuse']} / {r['token_regression']}", r["fates"]["lost"],
                f"{r['locks_left']} / {r['no_ttl']}", sum(r["tracebacks"].values())]
-    troubled = r["fates"]["lost"] or r["fates"]["failed"]
+    troubled = r["fates"]["lost"] or r["fates"]["failed"] or (r["lost_signals"] and not r["overlaps"])
     promise = fault.promise + (f". **Note**: {fault.note}" if fault.note and troubled else "")
     return "| " + " | ".join(_cell(x) for x in [fault.title, *figures, promise, f"`{fault.command}`"]) + " |"
 
