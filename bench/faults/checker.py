@@ -1,0 +1,163 @@
+"""Judge a run's history: overlaps, what the old holder knew, fenced writes, every message's fate.
+
+All times are wall-clock times from one machine. An execution's interval runs from its
+start record (taken before it read its fence) to its end record; one killed mid-body has
+no end record and ends at its last write (or its start).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Set
+
+from .history import History
+
+__all__ = ["Execution", "executions", "check_overlaps", "check_writes", "check_tokens", "account", "FATES"]
+
+#: The fate of a published message, in the order a message is judged.
+FATES = ("ran", "skipped", "failed", "queued", "lost")
+
+
+@dataclass
+class Execution:
+    exec: str
+    key: str
+    task_id: str
+    fence: Optional[int]
+    start: float
+    end: Optional[float]
+    writes: List[dict] = field(default_factory=list)
+
+    @property
+    def until(self) -> float:
+        if self.end is not None:
+            return self.end
+        return max([self.start] + [w["t"] for w in self.writes])
+
+
+def executions(history: History) -> List[Execution]:
+    ends = {e["exec"]: e["end"] for e in history.ends}
+    found = {s["exec"]: Execution(s["exec"], s["key"], s["task_id"], s.get("fence"), s["start"], ends.get(s["exec"]))
+             for s in history.starts}
+    for write in history.writes:
+        if write["exec"] in found:
+            found[write["exec"]].writes.append(write)
+    for each in found.values():
+        each.writes.sort(key=lambda w: w["t"])
+    return sorted(found.values(), key=lambda e: e.start)
+
+
+def _by_key(runs: Iterable[Execution]) -> Dict[str, List[Execution]]:
+    grouped: Dict[str, List[Execution]] = defaultdict(list)
+    for run in runs:
+        grouped[run.key].append(run)
+    return grouped
+
+
+def check_overlaps(runs: List[Execution], lost_signals: Iterable[dict]) -> dict:
+    """Pairs of one key's executions whose intervals intersect, and whether the older one was told.
+
+    Told: the older holder's first write after the newer one started saw ``lock.lost`` set.
+    An older holder that made no write after that moment is counted apart (nothing to tell).
+    """
+    signalled = {s["task_id"] for s in lost_signals}
+    overlaps = told = silent = signal_sent = 0
+    examples: List[dict] = []
+    for same in _by_key(runs).values():
+        for i, old in enumerate(same):
+            for new in same[i + 1:]:
+                if new.start >= old.until:
+                    continue
+                overlaps += 1
+                signal_sent += old.task_id in signalled
+                later = [w for w in old.writes if w["t"] > new.start]
+                if not later:
+                    silent += 1
+                elif later[0]["lost"]:
+                    told += 1
+                if len(examples) < 5:
+                    examples.append({"key": old.key, "old": old.task_id, "new": new.task_id,
+                                     "by": round(old.until - new.start, 3), "old_fence": old.fence,
+                                     "new_fence": new.fence})
+    return {"overlaps": overlaps, "told": told, "no_later_write": silent, "lost_signal": signal_sent,
+            "overlap_examples": examples}
+
+
+def check_writes(runs: List[Execution]) -> dict:
+    """Stale writes accepted and writes wrongly refused, judged against who had started when.
+
+    A write is stale when an execution of its key with a larger fence had started before it;
+    accepting one is a failure of fencing. A refusal is wrong when no such execution existed.
+    """
+    stale_accepted = stale_refused = wrongly_refused = accepted = 0
+    examples: List[dict] = []
+    for same in _by_key(runs).values():
+        for run in same:
+            for write in run.writes:
+                newer = any(o.fence is not None and o.fence > write["fence"] and o.start < write["t"]
+                            for o in same)
+                accepted += write["accepted"]
+                if newer and write["accepted"]:
+                    stale_accepted += 1
+                    examples.append({"kind": "stale accepted", **write})
+                elif newer:
+                    stale_refused += 1
+                elif not write["accepted"]:
+                    wrongly_refused += 1
+                    examples.append({"kind": "wrongly refused", **write})
+    return {"writes": sum(len(r.writes) for r in runs), "accepted": accepted, "stale_accepted": stale_accepted,
+            "stale_refused": stale_refused, "wrongly_refused": wrongly_refused, "write_examples": examples[:5]}
+
+
+def check_tokens(runs: List[Execution]) -> dict:
+    """Fences handed to two executions of one key (reuse), or lower for a later one (regression)."""
+    reuse = regression = 0
+    for same in _by_key(runs).values():
+        fences = [r.fence for r in same if r.fence is not None]  # in the order the executions started
+        reuse += sum(n - 1 for n in Counter(fences).values() if n > 1)
+        for i, earlier in enumerate(fences):
+            regression += sum(1 for later in fences[i + 1:] if later < earlier)
+    return {"token_reuse": reuse, "token_regression": regression,
+            "fence_refused": sum(1 for r in runs if r.fence is None)}
+
+
+def account(history: History, runs: List[Execution], states: Mapping[str, str], queued: Set[str],
+            queue_left: int) -> dict:
+    """The fate of every published message (task id).
+
+    ``ran``: a body of that id ran to its end. ``skipped``: a duplicate the lock skipped
+    (SUCCESS without a body). ``failed``: FAILURE in the result backend. ``queued``: still in
+    the broker after the drain. ``lost``: none of those (a body killed and never run again,
+    a message only ever ignored as a redelivery, or never delivered).
+    """
+    published = [p for p in history.published if p["published"]]
+    completed = {r.task_id for r in runs if r.end is not None}
+    actions: Dict[str, Counter] = defaultdict(Counter)
+    for conflict in history.conflicts:
+        actions[conflict["task_id"]][f"{conflict['action']}@{conflict['at']}"] += 1
+    fates: Counter = Counter()
+    lost: List[str] = []
+    for message in published:
+        tid = message["task_id"]
+        if tid in completed:
+            fate = "ran"
+        elif states.get(tid) == "SUCCESS" and actions[tid]["skip@run"]:
+            fate = "skipped"
+        elif states.get(tid) == "FAILURE":
+            fate = "failed"
+        elif tid in queued:
+            fate = "queued"
+        else:
+            fate = "lost"
+            lost.append(f"{message['task']} {tid}")
+        fates[fate] += 1
+    totals: Counter = Counter()
+    for counter in actions.values():
+        totals.update(counter)
+    return {"sent": len(history.published), "published": len(published),
+            "refused_at_publish": sum(1 for p in history.published if not p["published"] and not p.get("error")),
+            "publish_errors": sum(1 for p in history.published if p.get("error")),
+            "fates": {fate: fates[fate] for fate in FATES}, "retried": totals["retry@run"],
+            "ignored_redeliveries": totals["ignore@run"], "queue_left": queue_left,
+            "lost_ids": lost[:10]}

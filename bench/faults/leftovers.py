@@ -1,0 +1,95 @@
+"""What is left after a run: result states, messages still in the broker, locks, worker tracebacks."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Dict, Iterable, List, Set, Tuple
+
+import redis
+
+__all__ = ["result_states", "broker_leftovers", "lock_leftovers", "tracebacks"]
+
+
+def result_states(results_url: str, task_ids: List[str]) -> Dict[str, str]:
+    """Each id's state in the Redis result backend (ids with no result are absent)."""
+    client = redis.Redis.from_url(results_url)
+    states: Dict[str, str] = {}
+    try:
+        for first in range(0, len(task_ids), 500):
+            chunk = task_ids[first:first + 500]
+            for tid, raw in zip(chunk, client.mget([f"celery-task-meta-{t}" for t in chunk])):
+                if raw:
+                    states[tid] = json.loads(raw)["status"]
+    finally:
+        client.close()
+    return states
+
+
+def _redis_queue(broker_url: str, queue: str) -> Tuple[int, Set[str]]:
+    client = redis.Redis.from_url(broker_url)
+    try:
+        raw = client.lrange(queue, 0, -1) + list(client.hvals("unacked"))
+    finally:
+        client.close()
+    ids: Set[str] = set()
+    for item in raw:
+        message = json.loads(item)
+        if isinstance(message, list):  # unacked: [message, exchange, routing key]
+            message = message[0]
+        ids.add(message.get("headers", {}).get("id", ""))
+    return len(raw), ids
+
+
+def _amqp_queue(app: object, queue: str) -> Tuple[int, Set[str]]:
+    with app.connection_for_write() as connection:  # type: ignore[attr-defined]
+        channel = connection.channel()
+        try:
+            count = channel.queue_declare(queue=queue, passive=True).message_count
+            channel.queue_delete(queue)
+        finally:
+            channel.close()
+    return count, set()
+
+
+def broker_leftovers(app: object, broker_url: str, queue: str) -> Tuple[int, Set[str]]:
+    """Messages still queued (or unacknowledged) after the drain, and their task ids where readable."""
+    if broker_url.startswith("amqp"):
+        return _amqp_queue(app, queue)
+    return _redis_queue(broker_url, queue)
+
+
+def lock_leftovers(urls: Iterable[str], prefix: str = "faults") -> Dict[str, int]:
+    """Locks left under the prefix, and keys without a TTL (fencing counters apart: they are meant to stay)."""
+    left = {"locks_left": 0, "no_ttl": 0, "counters": 0}
+    for url in urls:
+        client = redis.Redis.from_url(url, socket_timeout=5)
+        try:
+            for key in client.scan_iter(f"{prefix}:*", count=500):
+                name = key.decode()
+                if name.endswith(":fence"):
+                    left["counters"] += 1
+                    continue
+                if not name.endswith(":done"):
+                    left["locks_left"] += 1
+                if client.ttl(key) == -1:
+                    left["no_ttl"] += 1
+        finally:
+            client.close()
+    return left
+
+
+def tracebacks(paths: Iterable[str]) -> Dict[str, int]:
+    """Tracebacks in the worker logs, by the exception line that ends each."""
+    found: Counter = Counter()
+    for path in paths:
+        try:
+            lines = open(path, errors="replace").read().splitlines()
+        except FileNotFoundError:
+            continue
+        for i, line in enumerate(lines):
+            if "Traceback (most recent call last)" in line:
+                ending = next((x for x in lines[i + 1:] if x and not x.startswith((" ", "\t"))), "?")
+                found[re.sub(r"\d+", "N", re.sub(r"\s+", " ", ending))[:120]] += 1
+    return dict(found)

@@ -1,0 +1,150 @@
+"""One run of the campaign in a process of its own: ``python -m bench.faults.one NAME SIZE OUT.json``.
+
+Starts the run's servers and workers, publishes the workload while the fault's nemesis
+acts, stops the nemesis, drains the workers, stops them, and writes the judged figures.
+A process per run: the workload app reads its configuration once, at import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+import uuid
+from typing import Any, Callable, Dict, List
+
+import redis
+
+from . import checker
+from .history import load
+from .leftovers import broker_leftovers, lock_leftovers, result_states, tracebacks
+from .nemeses import NEMESES
+from .plan import FAULTS, SIZES, Fault, Size
+from .topology import Topology
+
+__all__ = ["run_one"]
+
+Log = Callable[[str], None]
+
+
+def _log(message: str) -> None:
+    print(f"[faults {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def publish(app_module: Any, count: int, window: float, items: int, rng: random.Random) -> None:
+    """``count`` calls spread evenly over ``window`` seconds, each recorded with its fate at publish."""
+    began = time.monotonic()
+    for seq in range(count):
+        delay = began + seq * window / count - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        task = rng.choice(app_module.TASKS)
+        item = rng.randrange(items)
+        task_id = str(uuid.uuid4())
+        record: Dict[str, Any] = {"task_id": task_id, "task": task.name, "args": [item, seq], "item": item,
+                                  "t": time.time()}
+        try:
+            result = task.apply_async((item, seq), task_id=task_id)
+            record["published"] = getattr(result, "id", None) == task_id
+        except Exception as exc:  # the caller is told: not published, and no loss
+            record.update(published=False, error=type(exc).__name__)
+        app_module.recorder.add("published", record)
+
+
+def drain(topology: Topology, broker_url: str, timeout: float, log: Log, quiet: float = 15.0) -> None:
+    """Wait until every published message ran, was skipped or failed.
+
+    Gives up after ``timeout``, or once nothing changed for ``quiet`` seconds while the
+    broker holds no message (queued or unacknowledged) that could still change it.
+    """
+    deadline = time.monotonic() + timeout
+    last: List[str] = []
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        history = load(topology.url(2))
+        done = set(_completed(history))
+        ids = [p["task_id"] for p in history.published if p["published"] and p["task_id"] not in done]
+        states = result_states(topology.url(1), ids)
+        open_ids = [i for i in ids if states.get(i) not in ("SUCCESS", "FAILURE")]
+        if not open_ids:
+            return
+        if open_ids != last:
+            last, since = open_ids, time.monotonic()
+        elif time.monotonic() - since > quiet and not _broker_holds(broker_url, topology.queue):
+            break
+        time.sleep(1.0)
+    log(f"drain: {len(last)} messages still open")
+
+
+def _broker_holds(broker_url: str, queue: str) -> bool:
+    if not broker_url.startswith("redis"):
+        return False  # RabbitMQ requeues a dead consumer's messages at once: quiet is enough
+    client = redis.Redis.from_url(broker_url)
+    try:
+        return bool(client.llen(queue) + client.hlen("unacked"))
+    finally:
+        client.close()
+
+
+def _completed(history: Any) -> List[str]:
+    ended = {e["exec"] for e in history.ends if not e.get("fence_refused")}
+    return [s["task_id"] for s in history.starts if s["exec"] in ended]
+
+
+def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
+    began = time.monotonic()
+    topology = Topology(fault, size).start_servers()
+    try:
+        os.environ.update(topology.environment())
+        from . import app as app_module  # configured from the environment just set
+
+        topology.start_workers()
+        log(f"{fault.name}: {len(topology.workers)} workers up, publishing for {size.window:.0f}s")
+        stop, rng = threading.Event(), random.Random(seed)
+        outcome: Dict[str, int] = {}
+        nemesis = threading.Thread(target=lambda: outcome.update(
+            actions=NEMESES[fault.nemesis](topology, stop, random.Random(seed + 1), log)), daemon=True)
+        nemesis.start()
+        count = max(10, int(size.messages * fault.load))
+        publish(app_module, count, size.window, size.items, rng)
+        stop.set()
+        nemesis.join()
+        log(f"{fault.name}: published {count}, nemesis acted {outcome.get('actions', 0)} times; draining")
+        config = topology.config()
+        drain(topology, str(config["broker"]), fault.visibility_timeout + 40, log)
+        queue_left, queued = broker_leftovers(app_module.app, str(config["broker"]), topology.queue)
+        for worker in list(topology.workers):
+            worker.stop()
+        topology.workers.clear()
+        locks = lock_leftovers(topology.lock_urls)
+        history = load(topology.url(2))
+        runs = checker.executions(history)
+        states = result_states(topology.url(1), [p["task_id"] for p in history.published])
+        result = {
+            "fault": fault.name, "seed": seed, "messages": count, "nemesis_actions": outcome.get("actions", 0),
+            "executions": len(runs), "completed": sum(1 for r in runs if r.end is not None),
+            **checker.check_overlaps(runs, history.lost), **checker.check_writes(runs), **checker.check_tokens(runs),
+            **checker.account(history, runs, states, queued, queue_left), **locks,
+            "tracebacks": tracebacks(topology.logs), "lost_signals": len(history.lost),
+        }
+    finally:
+        topology.stop()
+    result["elapsed"] = round(time.monotonic() - began, 1)
+    return result
+
+
+def main(argv: List[str]) -> int:
+    name, size_name, out = argv[:3]
+    seed = int(argv[3]) if len(argv) > 3 else 1
+    fault = next(f for f in FAULTS if f.name == name)
+    result = run_one(fault, SIZES[size_name], seed)
+    with open(out, "w") as handle:
+        json.dump(result, handle, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

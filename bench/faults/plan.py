@@ -1,0 +1,93 @@
+"""The faults of the campaign, what the library promises for each, and how big a run is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+__all__ = ["Fault", "Size", "FAULTS", "SIZES", "AMQP_URL"]
+
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
+
+SHORT = (0.05, 0.3)  # body seconds
+LONG = (2.0, 6.0)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One row of the campaign: a nemesis and the set-up it runs against."""
+
+    name: str
+    title: str
+    nemesis: str  # a function name in nemeses.py
+    promise: str  # what docs/guarantees.md and the failure table promise for it
+    broker: str = "redis"  # "redis" (a private redis-server) or "amqp" (RabbitMQ)
+    body: Tuple[float, float] = SHORT
+    mid_write: bool = False  # also write half-way through the body
+    visibility_timeout: float = 15.0  # Redis broker only
+    quorum: int = 1  # lock-store masters (a list of URLs when more than one)
+    load: float = 1.0  # share of the size's messages (long bodies run fewer)
+    note: str = ""
+
+    @property
+    def command(self) -> str:
+        return f"python -m bench faults --only {self.name}"
+
+
+@dataclass(frozen=True)
+class Size:
+    messages: int  # published per run at load 1.0
+    window: float  # seconds of publishing (the nemesis acts meanwhile)
+    workers: int
+    concurrency: int
+    items: int = 20  # distinct arguments per task
+
+
+SIZES = {
+    "full": Size(messages=1600, window=75.0, workers=2, concurrency=4),
+    "quick": Size(messages=400, window=25.0, workers=2, concurrency=4),
+    "smoke": Size(messages=120, window=12.0, workers=1, concurrency=4),
+}
+
+_PAUSE = ("process paused longer than `lock_ttl`: expires; on resume the old holder learns it lost the lock "
+          "and cannot release the new holder's; fences are the defence for writes made meanwhile")
+
+FAULTS = [
+    Fault("none", "no fault", "none",
+          "one run at a time per key; every message runs, is skipped or is retried; nothing left locked"),
+    Fault("kill-child", "SIGKILL a pool child every 2-5 s", "kill_child",
+          "revoke/child death: the surviving prefork parent releases at once; the message comes back "
+          "(`acks_late`, `task_reject_on_worker_lost`)"),
+    Fault("kill-worker", "SIGKILL a whole worker and restart it (Redis broker)", "kill_worker",
+          "worker killed: its locks expire within `lock_ttl`; messages are the broker's business",
+          note="kombu's Redis transport, not the lock: a message Redis hands to a killed worker's pending "
+               "BRPOP is gone before kombu copies it to `unacked` (`python -m bench.faults.probe` shows it); "
+               "use RabbitMQ with `task_acks_late=True` (next row). A lost `queued_or_running` message leaves "
+               "its enqueue lock for `lock_queue_ttl`: later calls with its arguments are refused at publish "
+               "until then"),
+    Fault("kill-worker-amqp", "SIGKILL a whole worker and restart it (RabbitMQ, acks_late)", "kill_worker",
+          "worker killed: its locks expire within `lock_ttl`; RabbitMQ requeues its unacked messages",
+          broker="amqp"),
+    Fault("pause-worker", "SIGSTOP a worker 4.5-6 s (> lock_ttl), then SIGCONT", "pause_worker", _PAUSE),
+    Fault("pause-store", "SIGSTOP the lock store 2-6 s", "pause_store",
+          "Redis unreachable: at acquire `on_lock_error` (never unguarded); during the heartbeat retried, lost "
+          "only when the token is gone or the TTL has surely passed"),
+    Fault("kill-clients", "CLIENT KILL TYPE normal on the lock store every 1-3 s", "kill_clients",
+          "a dropped connection is an outage of one call: retried, `on_lock_error` at acquire"),
+    Fault("redelivery", "broker redelivery: visibility timeout 3 s shorter than the bodies", "none",
+          "a redelivered message whose first delivery still runs (or ran) is a duplicate, not a second run",
+          body=(4.5, 5.5), mid_write=True, visibility_timeout=1.5, load=0.12),
+    Fault("restart-store", "lock store restarted empty every 8-14 s", "restart_store",
+          "restart without data: fences keep increasing; grants wait ~3 s while live holders take their "
+          "locks back", note="a holder whose body ends after a restart but before its renewal thread (once a "
+                             "second) took its lock back finds the lock gone at release and reports it lost "
+                             "(`lock_lost`, an ERROR naming a pause or a takeover) although nobody took it"),
+    Fault("restart-store-long", "lock store restarted empty (~1 s down) during 2-6 s bodies", "restart_store_long",
+          "restart during a body: the holder keeps its lock, duplicates wait, no overlap, every fenced write "
+          "accepted", body=LONG, mid_write=True, load=0.15, visibility_timeout=20.0),
+    Fault("quorum-kill", "Redlock quorum of 3: one master killed and restarted empty", "quorum_kill",
+          "one master of three down or restarted empty: exclusion holds, fences strictly increase",
+          quorum=3, note="a body that asks for its fence while fewer than a majority answer in time gets the "
+                         "store's connection error (`QuorumUnavailable`, a redis-py `ConnectionError`) from "
+                         "`self.lock.fencing_token`, and the task fails: `on_lock_error` does not apply there"),
+]
