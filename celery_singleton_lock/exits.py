@@ -48,6 +48,8 @@ def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Op
                        error_text(exc))
         return False
     if not released and not lease.lost.is_set():
+        released = _lost_to_a_restart(runtime, lease, completion)
+    if not released and not lease.lost.is_set():
         # The token was gone before we let go (paused past the TTL): the body ran unguarded
         # for a while and another execution may have run beside it. Say so.
         lease.lost.set()
@@ -55,6 +57,18 @@ def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Op
                                    "or was taken over; the other holder's lock was left untouched")
     signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released)
     return released
+
+
+def _lost_to_a_restart(runtime: LockRuntime, lease: Lease, completion: Optional[Completion]) -> bool:
+    """Whether a lock found gone at release went in a restart of the store that no grant can have
+    followed, and is released now. A renewal takes such a lock back under its token while the
+    server is young (grants wait longer than that); a body that ended before its heartbeat did so
+    ran alone all the same, and is no loss to report."""
+    try:
+        taken_back = runtime.store.renew([(lease.key, lease.token, lease.ttl_ms, int(lease.heartbeat * 1000))])
+        return bool(taken_back and taken_back[0]) and runtime.store.release(lease.key, lease.token, completion)
+    except STORE_ERRORS:
+        return False
 
 
 def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:

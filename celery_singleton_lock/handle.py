@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from .exceptions import LockLostError
-from .store import Lease
+from .exceptions import ConfigurationError, LockBackendError, LockLostError
+from .store import STORE_ERRORS, Lease, error_text, permanent_problem
 
 __all__ = ["ExecutionLock"]
 
@@ -40,10 +40,15 @@ class ExecutionLock:
 
         Asked of the store on first read, while this execution still holds the lock (tasks
         that never read it pay nothing for it), then kept. Raises :class:`LockLostError`
-        when the lock is no longer this execution's: its writes must not be accepted.
+        when the lock is no longer this execution's: its writes must not be accepted;
+        :class:`LockBackendError` when the store does not answer (read it again later, or let
+        the task fail: no fence, no fenced write); :class:`ConfigurationError` when it refuses.
         """
         if self._fence is None:
-            fence = self._ask_fence()
+            try:
+                fence = self._ask_fence()
+            except STORE_ERRORS as exc:
+                raise self._unanswered(exc) from exc
             if fence is None:  # the heartbeat reports the loss (log, signal) at its next renewal
                 raise self._lost_error()
             self._fence = fence
@@ -66,6 +71,14 @@ class ExecutionLock:
         """Raise :class:`LockLostError` if the lock was lost; call before irreversible work."""
         if self.lost:
             raise self._lost_error()
+
+    def _unanswered(self, exc: BaseException) -> Exception:
+        problem = permanent_problem(exc, "fence")
+        if problem is not None:
+            return ConfigurationError(f"task {self.task_name}[{self.task_id}]: the lock store refused the fencing "
+                                      f"token of {self.key}: {problem}", task=self.task_name, key=self.key)
+        return LockBackendError(f"task {self.task_name}[{self.task_id}]: cannot reach Redis for the fencing token "
+                                f"of {self.key}: {error_text(exc)}", task=self.task_name, key=self.key)
 
     def _lost_error(self) -> LockLostError:
         return LockLostError(

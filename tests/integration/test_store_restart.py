@@ -10,8 +10,12 @@ runs of the key overlap, every write is accepted, and the next holder's fence is
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+
+from celery_singleton_lock.store import Grant, Lease, Renewer, new_token, open_store
+from tests.integration.topo import HOLDER
 
 from tests.integration.helpers import overlaps, records, wait_started
 from tests.integration.topo import app_on, worker_env, workers
@@ -49,3 +53,42 @@ def test_a_restart_without_data_during_a_body_lets_no_duplicate_run_beside_it(lo
     by_start = sorted(intervals, key=lambda e: e["start"])
     fences = [e["fence"] for e in by_start]
     assert fences == sorted(fences) and len(set(fences)) == 3, "fences must grow from holder to holder"
+
+
+class _Runtime:
+    """What :func:`release_after_run` uses of a runtime: the store, the heartbeat, the loss report."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.renewer = Renewer(store)
+        self.lost = []
+
+    def report_lost(self, lease, reason) -> None:
+        self.lost.append(reason)
+
+
+def test_a_lock_lost_to_a_restart_before_its_heartbeat_took_it_back_is_released_not_reported(lock_server):
+    from celery_singleton_lock.exits import release_after_run
+
+    store = open_store(lock_server.url)
+    runtime = _Runtime(store)
+    try:
+        key, token = "csltest:restart:{0}:k", new_token()
+        assert isinstance(store.acquire(key, token, 30_000, HOLDER), Grant)
+        lease = Lease(key, token, ttl=30.0, heartbeat=10.0, confirmed_at=time.monotonic())
+        lock_server.stop()
+        lock_server.start(settle=False)  # empty, and younger than the wait for grants
+        assert release_after_run(runtime, lease, None, "t") is True
+        assert runtime.lost == [] and not lease.lost.is_set()
+        assert store.holder(key) is None
+        # Past the window a lock found gone may have had another holder: that is reported.
+        lock_server.settle()
+        other = new_token()
+        assert isinstance(store.acquire(key, other, 30_000, HOLDER), Grant)
+        store.release(key, other)
+        late = Lease(key, token, ttl=30.0, heartbeat=10.0, confirmed_at=time.monotonic())
+        assert release_after_run(runtime, late, None, "t") is False
+        assert len(runtime.lost) == 1 and late.lost.is_set()
+    finally:
+        runtime.renewer.close()
+        store.close()

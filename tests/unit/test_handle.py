@@ -52,3 +52,20 @@ def test_a_released_lease_is_not_lost_however_old():
     handle, _ = _handle([], confirmed_at=time.monotonic() - 10)
     handle.lease.released = True
     assert not handle.lost
+
+
+def test_a_fence_the_store_cannot_answer_is_a_library_error_naming_the_lock():
+    import redis
+
+    from celery_singleton_lock import ConfigurationError, LockBackendError
+
+    def fails(error):
+        def ask():
+            raise error
+        return ExecutionLock("k", "tok", ask, "proj.job", "id-1", Lease("k", "tok", 3.0, 1.0, time.monotonic()))
+
+    with pytest.raises(LockBackendError, match="fencing token of k"):
+        fails(redis.exceptions.TimeoutError("Timeout reading from socket")).fencing_token
+    with pytest.raises(ConfigurationError, match="refused the fencing token of k"):
+        fails(redis.exceptions.NoPermissionError("NOPERM this user has no permissions to run the 'evalsha' "
+                                                 "command")).fencing_token
