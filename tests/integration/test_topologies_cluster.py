@@ -8,6 +8,7 @@ renewed while its slot migrates to another master; fences strictly increase.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from redis.cluster import RedisCluster
@@ -93,7 +94,7 @@ def test_renewal_and_release_survive_a_slot_migration(cluster, store):
     assert isinstance(store.acquire(other_key, token, 1500, HOLDER), Grant)
     lost = threading.Event()
     renewer = Renewer(store, on_lost=lambda lease, reason: lost.set())
-    leases = [Lease(k, token, ttl=1.5, heartbeat=0.3, confirmed_at=0) for k in (key, other_key)]
+    leases = [Lease(k, token, ttl=1.5, heartbeat=0.3, confirmed_at=time.monotonic()) for k in (key, other_key)]
     for lease in leases:
         renewer.hold(lease)
     try:
