@@ -14,7 +14,7 @@
 
 local mine = redis.call('get', KEYS[2])
 -- The common case is told by the head alone: queued_or_running's own enqueue lock, no flags.
-if mine and string.sub(mine, 1, #ARGV[1]) == ARGV[1] and KEYS[1] == KEYS[2] then
+if mine and string.find(mine, ARGV[1], 1, true) == 1 and KEYS[1] == KEYS[2] then
   redis.call('set', KEYS[2], ARGV[3], 'px', ARGV[4])
   return 1
 end

@@ -14,7 +14,7 @@ if not v then
 end
 local flags = '-'
 -- The common case is told by the head alone: ours, running, nobody asked, no redelivery met it.
-if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
+if string.find(v, ARGV[1], 1, true) ~= 1 then
   local token = string.match(ARGV[1], '^%S+')
   local n = #token
   -- the value starts with the token and a space (record.py); 32 is the space's byte
