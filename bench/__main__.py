@@ -31,6 +31,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 class Sizes:
     micro_cycles: int
     micro_rounds: int
+    micro_server_cycles: int  # per variant, for the Redis µs/cycle column
     key_calls: int
     key_rounds: int
     hb_sizes: tuple
@@ -52,12 +53,14 @@ class Sizes:
     cluster_clients: tuple  # (processes, threads per process)
 
 
-FULL = Sizes(micro_cycles=1500, micro_rounds=7, key_calls=20000, key_rounds=7, hb_sizes=(1, 100, 10000),
+FULL = Sizes(micro_cycles=1500, micro_rounds=7, micro_server_cycles=20000, key_calls=20000, key_rounds=7,
+             hb_sizes=(1, 100, 10000),
              hb_rounds=7, hb_period=0.5, hb_periods=4, publish_count=300, publish_rounds=9,
              e2e_pools=(("solo", 1), ("prefork", 2)), e2e_count=200, e2e_rounds=15,
              storm_pool=("prefork", 4), storm_messages=200, storm_sets=10, storm_rounds=3, profile_count=2000,
              cluster_cycles=1000, cluster_rounds=7, cluster_clients=(2, 4))
-SMOKE = Sizes(micro_cycles=20, micro_rounds=1, key_calls=200, key_rounds=1, hb_sizes=(1, 10), hb_rounds=1,
+SMOKE = Sizes(micro_cycles=20, micro_rounds=1, micro_server_cycles=40, key_calls=200, key_rounds=1,
+              hb_sizes=(1, 10), hb_rounds=1,
               hb_period=0.2, hb_periods=1, publish_count=5, publish_rounds=1, e2e_pools=(("solo", 1),),
               e2e_count=5, e2e_rounds=1, storm_pool=("solo", 1), storm_messages=10, storm_sets=2,
               storm_rounds=1, profile_count=10, cluster_cycles=20, cluster_rounds=1, cluster_clients=(1, 2))
@@ -134,7 +137,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         results: Dict[str, object] = {}
         if "micro" in only:
             _log("micro ...")
-            results["micro"] = micro.run_micro(lock, extras, sizes.micro_cycles, sizes.micro_rounds, _log)
+            results["micro"] = micro.run_micro(lock, extras, sizes.micro_cycles, sizes.micro_rounds, _log,
+                                               server_cycles=sizes.micro_server_cycles)
         if "cluster" in only:
             _log("cluster ...")
             processes, threads = sizes.cluster_clients
@@ -182,7 +186,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             "when": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
             "cpus": os.cpu_count(), "redis_version": server_version, "peers": _peers(),
             "elapsed": time.monotonic() - began,
-            "micro_cycles": sizes.micro_cycles, "publish_count": sizes.publish_count,
+            "micro_cycles": sizes.micro_cycles, "micro_server_cycles": sizes.micro_server_cycles,
+            "publish_count": sizes.publish_count,
             "e2e_count": sizes.e2e_count, "storm_pool": f"{sizes.storm_pool[0]} pool x{sizes.storm_pool[1]}",
             "rounds": {"micro": sizes.micro_rounds, "publish": sizes.publish_rounds, "e2e": sizes.e2e_rounds,
                        "storm": sizes.storm_rounds, "heartbeat": sizes.hb_rounds},

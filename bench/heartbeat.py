@@ -71,11 +71,8 @@ def run_heartbeat(url: str, sizes: Sequence[int], rounds: int, period: float, pe
             ok = store.renew(held[n])
         series.add(str(n), (time.perf_counter() - started) / reps)
         assert all(ok)
-    pipe = store.client.pipeline(transaction=False)
     for n in sizes:
-        for key, token, _ in held[n]:
-            store._release(keys=(key,), args=(token,), client=pipe)
-        pipe.execute()
+        store.release_many([(key, token) for key, token, _ in held[n]])
     store.close()
     log(f"heartbeat: sizes {list(sizes)} x {rounds} rounds done")
     return {"series": series, "trips_per_period": trips, "period": period}

@@ -222,15 +222,34 @@ def _server_usec(clients: Sequence["redis.Redis"]) -> float:
     return total
 
 
+def _server_time(variants: Dict[str, Tuple[Cycle, Callable[[], None]]], servers: Sequence["redis.Redis"],
+                 cycles: int, chunks: int) -> Series:
+    """Server µs per cycle of each variant: ``cycles`` cycles each, in ``chunks`` interleaved chunks."""
+    names = list(variants)
+    series = Series.declared(names)
+    size = max(cycles // chunks, 1)
+    for _, name in interleave(names, chunks):
+        cycle = variants[name][0]
+        spent = _server_usec(servers)
+        for _ in range(size):
+            cycle()
+        series.add(name, (_server_usec(servers) - spent) / size)
+    return series
+
+
 def run_micro(url: str, extra_urls: Sequence[str], cycles: int, rounds: int,
-              log: Callable[[str], None] = print) -> dict:
+              log: Callable[[str], None] = print, server_cycles: int = 0) -> dict:
     """``{"series": cycles/s, "sends": {variant: requests per cycle}, "trips": {variant: round trips per cycle},
-    "server_us": {variant: server µs per cycle}}``."""
+    "server_us": {variant: server µs per cycle (median of chunks)}, "server_series": the chunks}``.
+
+    Server time is measured over ``server_cycles`` cycles per variant (``cycles`` when 0), in 20
+    chunks taken in turns with the other variants, so a burst of other work on the machine
+    lands on every variant alike; the median chunk is reported.
+    """
     variants = _variants(url, extra_urls)
     names = list(variants)
     sends: Dict[str, float] = {}
     trips: Dict[str, float] = {}
-    server_us: Dict[str, float] = {}
     servers = [redis.Redis.from_url(u) for u in (url, *extra_urls)]
     for name, (cycle, _) in variants.items():
         for _ in range(max(cycles // 20, 5)):  # warm up: scripts loaded, connections open
@@ -239,10 +258,9 @@ def run_micro(url: str, extra_urls: Sequence[str], cycles: int, rounds: int,
             for _ in range(20):
                 cycle()
         sends[name], trips[name] = box[0] / 20, box[1] / 20
-        spent = _server_usec(servers)
-        for _ in range(cycles):
-            cycle()
-        server_us[name] = (_server_usec(servers) - spent) / cycles
+    chunks = 20 if (server_cycles or cycles) >= 20 else 1
+    server_series = _server_time(variants, servers, server_cycles or cycles, chunks)
+    server_us = {name: server_series.summary(name).median for name in names}
     for server in servers:
         server.close()
     with_server = shutil.which("redis-benchmark") is not None
@@ -263,4 +281,5 @@ def run_micro(url: str, extra_urls: Sequence[str], cycles: int, rounds: int,
     for _, cleanup in variants.values():
         cleanup()
     log(f"micro: {len(order)} variants x {rounds} rounds x {cycles} cycles done")
-    return {"series": series, "sends": sends, "trips": trips, "server_us": server_us}
+    return {"series": series, "sends": sends, "trips": trips, "server_us": server_us,
+            "server_series": server_series}

@@ -13,7 +13,7 @@ live holder pushes the key's TTL back to ``ttl`` every ``hb`` milliseconds, so
 Clearing goes through the protocol's own compare-and-delete by token
 (:meth:`RedisBackend.release`), with the token read a moment before: if the lock
 changed hands in between, nothing is deleted. The release is announced like
-any other, so ``on_locked="wait"`` duplicates wake up.
+any other, to the waiters that asked, so ``on_locked="wait"`` duplicates wake up.
 """
 
 from __future__ import annotations

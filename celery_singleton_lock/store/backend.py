@@ -93,10 +93,19 @@ class Completion:
 
 
 class ReleaseEvents(Protocol):
-    """A subscription to one lock's release announcements."""
+    """A subscription to one lock's release announcements.
+
+    A release is announced only when a waiter asked for it (an uncontended release costs
+    nothing more): :meth:`wait` asks before it blocks, so a release after the caller's last
+    look at the lock is not missed.
+    """
+
+    def ask(self) -> bool:
+        """Ask the lock's holder to announce its release; ``False`` when the lock is free."""
 
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; ``True`` when a release was announced."""
+        """Ask, then block up to ``timeout`` seconds; ``True`` when a release was announced
+        (``False`` at once when the lock is free: nothing will be)."""
 
 
 class LockBackend(Protocol):
@@ -126,7 +135,8 @@ class LockBackend(Protocol):
         is taken back within its heartbeat of the start (see :mod:`.start_gate`)."""
 
     def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
-        """Compare-and-delete; ``False`` when the lock was gone or held under another token."""
+        """Compare-and-delete, announced to the waiters that asked; ``False`` when the lock was
+        gone or held under another token."""
 
     def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
         """:meth:`release` for several ``(key, token)`` pairs at once."""
@@ -141,7 +151,8 @@ class LockBackend(Protocol):
         """The lock's fields (``token``, ``task_id``, ``state``...) and ``pttl``; ``None`` when free."""
 
     def release_events(self, key: str) -> ContextManager[ReleaseEvents]:
-        """Subscribe to ``key``'s release announcements for the block (subscribe, then ask)."""
+        """Subscribe to ``key``'s release announcements for the block and ask the holder to announce
+        its release (subscribe, then look, then wait)."""
 
     def epoch(self) -> Optional[str]:
         """A value that changes when the store starts afresh (a restart); ``None``: cannot tell."""

@@ -22,7 +22,7 @@ from typing import Optional, Any, Dict, List, Sequence, Tuple
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from .redis_backend import RedisBackend, renew_args
+from .redis_backend import RedisBackend, release_call, renew_args
 
 __all__ = ["ClusterBackend"]
 
@@ -56,7 +56,8 @@ class ClusterBackend(RedisBackend):
     def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
         if not items:
             return []
-        return [bool(r) for r in self._batched(self._release, [((key,), (token,)) for key, token in items])]
+        calls = [release_call(key, token, None) for key, token in items]
+        return [bool(r) for r in self._batched(self._release, calls)]
 
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
         """Compare-and-extend: one ``RENEW`` per slot, pipelined per master."""

@@ -44,7 +44,7 @@ _PASSING_CODES = ("LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "BUSY", "O
 
 #: The Redis commands each of the protocol's scripts runs, read from the scripts themselves.
 SCRIPT_COMMANDS: Dict[str, Tuple[str, ...]] = {
-    name.lower(): tuple(dict.fromkeys(re.findall(r"redis\.call\('(\w+)'", getattr(scripts, name))))
+    name.lower(): tuple(dict.fromkeys(re.findall(r"redis\.p?call\('(\w+)'", getattr(scripts, name))))
     for name in scripts.__all__
 }
 #: The commands of the protocol's other steps (see :mod:`.probe`).

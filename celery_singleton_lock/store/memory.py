@@ -28,11 +28,12 @@ __all__ = ["MemoryBackend"]
 
 
 class _Lock:
-    __slots__ = ("fields", "expires_ms")
+    __slots__ = ("fields", "expires_ms", "awaited")
 
-    def __init__(self, fields: Dict[str, str], expires_ms: float) -> None:
+    def __init__(self, fields: Dict[str, str], expires_ms: float, awaited: bool = False) -> None:
         self.fields = fields
         self.expires_ms = expires_ms
+        self.awaited = awaited  # a waiter asked for the release to be announced
 
 
 class MemoryBackend:
@@ -46,7 +47,7 @@ class MemoryBackend:
         self._locks: Dict[str, _Lock] = {}
         self._counters: Dict[str, int] = {}
         self._done: Dict[str, Dict[str, float]] = {}
-        self._releases: Dict[str, int] = {}  # announcements per key, for waiters
+        self._releases: Dict[str, int] = {}  # announcements per key, for the waiters that asked
 
     # -- helpers (called with the condition held) --------------------------------------------------
     def _now_ms(self) -> float:
@@ -59,9 +60,12 @@ class MemoryBackend:
             return None
         return lock
 
-    def _announce(self, key: str) -> None:
-        self._releases[key] = self._releases.get(key, 0) + 1
-        self._cond.notify_all()
+    def _announce(self, key: str, lock: _Lock) -> None:
+        """Tell the waiters that asked (as Redis publishes only then); their ask is answered."""
+        if lock.awaited:
+            lock.awaited = False
+            self._releases[key] = self._releases.get(key, 0) + 1
+            self._cond.notify_all()
 
     def _conflict(self, key: str, lock: _Lock, token: str) -> Conflict:
         f = lock.fields
@@ -69,12 +73,12 @@ class MemoryBackend:
                         pttl_ms=max(int(lock.expires_ms - self._now_ms()), 0), heartbeat_ms=_int(f["hb"]),
                         state=f["state"], same_token=f["token"] == token)
 
-    def _grant(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str) -> Grant:
+    def _grant(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str, awaited: bool = False) -> Grant:
         self._locks[key] = _Lock({"token": token, "task_id": holder.task_id,
                                   "host": holder.host, "pid": str(holder.pid), "since": str(holder.since_ms),
                                   "ttl": str(ttl_ms), "hb": str(holder.heartbeat_ms), "state": state,
                                   "redelivered": ""},
-                                 self._now_ms() + ttl_ms)
+                                 self._now_ms() + ttl_ms, awaited)
         return GRANT
 
     # -- the protocol ------------------------------------------------------------------------------
@@ -102,7 +106,7 @@ class MemoryBackend:
                 if mine is not None:
                     return replace(self._conflict(key, mine, token), same_token=False)
                 del self._locks[queued_key]
-            return self._grant(key, token, ttl_ms, holder, "running")
+            return self._grant(key, token, ttl_ms, holder, "running", awaited=queued.awaited)
 
     def fence(self, key: str, fence_key: str, token: str) -> Optional[int]:
         with self._cond:
@@ -120,7 +124,7 @@ class MemoryBackend:
                 return False
             lock.fields.update(state="queued", ttl=str(ttl_ms))
             lock.expires_ms = self._now_ms() + ttl_ms
-            self._announce(key)
+            self._announce(key, lock)
             return True
 
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
@@ -140,7 +144,7 @@ class MemoryBackend:
             if lock is None or lock.fields["token"] != token:
                 return False
             del self._locks[key]
-            self._announce(key)
+            self._announce(key, lock)
             if completion is not None and (lock.fields.get("redelivered") or completion.always):
                 now = self._now_ms()
                 done = self._done.setdefault(completion.done_key, {})
@@ -176,6 +180,7 @@ class MemoryBackend:
     def release_events(self, key: str) -> Iterator["MemoryReleaseEvents"]:
         with self._cond:
             seen = self._releases.get(key, 0)
+            self.await_release(key)
         yield MemoryReleaseEvents(self, key, seen)
 
     def epoch(self) -> Optional[str]:
@@ -183,6 +188,15 @@ class MemoryBackend:
 
     def close(self) -> None:
         """Nothing to drop: the locks stay, as a Redis server's do when a client goes."""
+
+    def await_release(self, key: str) -> bool:
+        """Ask ``key``'s holder to announce its release; ``False`` when the lock is free."""
+        with self._cond:
+            lock = self._live(key)
+            if lock is None:
+                return False
+            lock.awaited = True
+            return True
 
     # -- for tests ---------------------------------------------------------------------------------
     def counter(self, fence_key: str) -> int:
@@ -204,13 +218,27 @@ class MemoryReleaseEvents:
         self._key = key
         self._seen = seen
 
+    def _take(self) -> bool:
+        """Whether a release was announced since the last look (called with the condition held)."""
+        count = self._backend._releases.get(self._key, 0)
+        announced, self._seen = count > self._seen, count
+        return announced
+
+    def ask(self) -> bool:
+        """Ask the holder to announce its release; ``False`` when the lock is free."""
+        return self._backend.await_release(self._key)
+
     def wait(self, timeout: float) -> bool:
+        """Ask, then block up to ``timeout`` seconds; ``True`` when a release was announced."""
         backend = self._backend
         with backend._cond:
-            announced = backend._cond.wait_for(lambda: backend._releases.get(self._key, 0) > self._seen,
-                                               timeout=max(timeout, 0.0))
-            self._seen = backend._releases.get(self._key, 0)
-            return bool(announced)
+            if self._take():
+                return True
+            if not backend.await_release(self._key):
+                return False  # free: nothing to announce
+            backend._cond.wait_for(lambda: backend._releases.get(self._key, 0) > self._seen,
+                                   timeout=max(timeout, 0.0))
+            return self._take()
 
 
 def _int(value: Optional[str]) -> Optional[int]:

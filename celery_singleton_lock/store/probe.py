@@ -85,6 +85,8 @@ def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000) ->
         store.holder(key)
         step("requeue")
         store.requeue(key, token, ttl_ms)
+        step("await")
+        store.await_release(key)  # a waiter's ask: the release below announces itself
         step("raise_fence")
         store.raise_fence(fence, 1)
         step("release")

@@ -232,17 +232,28 @@ class QuorumBackend(QuorumFencing, FanOut):
             raise self._unavailable(f"holder of {key}", results)
         return None
 
+    def await_release(self, key: str) -> bool:
+        """Ask every master that holds ``key`` to announce its release; ``False`` only when every
+        master answered that it is free."""
+        results = self._broadcast(lambda node: node.await_release(key),
+                                  decided=lambda r: any(v is True for v in r.values()))
+        return any(v is True for v in results.values()) or len(results) < len(self.nodes) or \
+            any(isinstance(v, Failed) for v in results.values())
+
     @contextmanager
     def release_events(self, key: str) -> Iterator["QuorumReleaseEvents"]:
-        """Subscribe on every reachable master: a release is announced on each of them."""
+        """Subscribe on every reachable master and ask the holder to announce its release: a
+        release is announced on each of them."""
         with ExitStack() as stack:
             pubsubs = []
             for node in self.nodes:
                 try:
-                    pubsubs.append(stack.enter_context(subscribed(node, key)))
+                    pubsubs.append(stack.enter_context(subscribed(node.client, key)))
                 except (redis.RedisError, OSError) as exc:
                     logger.debug("singleton lock: cannot subscribe to %s on a master: %s", key, error_text(exc))
-            yield QuorumReleaseEvents(pubsubs)
+            events = QuorumReleaseEvents(pubsubs, lambda: self.await_release(key), self.node_timeout)
+            events.ask()
+            yield events
 
     def epoch(self) -> Optional[str]:
         """The masters' run ids (``?`` for one that did not answer): changes when any restarts."""

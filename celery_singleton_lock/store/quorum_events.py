@@ -1,64 +1,73 @@
-"""Release announcements of a quorum's lock: a subscription on every reachable master."""
+"""Release announcements of a quorum's lock: a subscription on every reachable master.
+
+As on one Redis (:mod:`.events`), a waiter subscribes, asks the holder to
+announce its release (on every master that answers), then blocks; the first
+master's announcement wakes it.
+"""
 
 from __future__ import annotations
 
 import select
 import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator, List
+from typing import Any, Callable, List
 
 import redis
 
-from .redis_backend import RedisBackend
+from .events import Subscription, subscribed
 
 __all__ = ["subscribed", "QuorumReleaseEvents"]
 
 
-@contextmanager
-def subscribed(node: RedisBackend, key: str) -> Iterator[Any]:
-    pubsub = node.client.pubsub(ignore_subscribe_messages=True)
-    try:
-        pubsub.subscribe(key)
-        yield pubsub
-    finally:
-        try:
-            pubsub.close()
-        except Exception:  # pragma: no cover
-            pass
-
-
 class QuorumReleaseEvents:
-    """Release announcements from several masters; the first one wakes the waiter."""
+    """Release announcements from several masters; the first one wakes the waiter.
 
-    def __init__(self, pubsubs: List[Any]) -> None:
-        self._pubsubs = pubsubs
+    ``ask`` asks every master to announce the release and answers whether any may still hold it;
+    the masters' subscriptions are confirmed within ``confirm_s`` in all (a master that does not
+    answer in time is one a quorum does without).
+    """
+
+    def __init__(self, pubsubs: List[Any], ask: Callable[[], bool], confirm_s: float) -> None:
+        self._subscriptions = [Subscription(pubsub) for pubsub in pubsubs]
+        self._ask = ask
+        self._confirm_s = confirm_s
         self._never = threading.Event()
 
     def _announced(self) -> bool:
-        for pubsub in self._pubsubs:
+        announced = False
+        for subscription in self._subscriptions:
             try:
-                while True:
-                    message = pubsub.get_message(timeout=0)
-                    if message is None:
-                        break
-                    if message.get("type") == "message":
-                        return True
+                subscription.read(0.0)
             except (redis.RedisError, OSError):
                 continue
-        return False
+            announced = subscription.take() or announced
+        return announced
 
     def _sockets(self) -> List[Any]:
         socks = []
-        for pubsub in self._pubsubs:
-            sock = getattr(getattr(pubsub, "connection", None), "_sock", None)
+        for subscription in self._subscriptions:
+            sock = getattr(getattr(subscription.pubsub, "connection", None), "_sock", None)
             if sock is not None:
                 socks.append(sock)
         return socks
 
+    def ask(self) -> bool:
+        """Ask the holder to announce its release; ``False`` when no master holds the lock."""
+        deadline = time.monotonic() + self._confirm_s
+        for subscription in self._subscriptions:
+            try:
+                subscription.confirm(max(deadline - time.monotonic(), 0.0))
+            except (redis.RedisError, OSError):
+                continue
+        return self._ask()
+
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; ``True`` when any master announced the release."""
+        """Ask, then block up to ``timeout`` seconds; ``True`` when any master announced the release."""
         deadline = time.monotonic() + timeout
+        if self._announced():
+            return True
+        if not self.ask():
+            return self._announced()  # free everywhere: nothing more will be announced
         while True:
             if self._announced():
                 return True

@@ -3,10 +3,11 @@
 One string instead of a hash of fields, so a free lock is taken with a plain
 ``SET key value NX PX ttl`` (no script) and a conflict is described by one ``GET``::
 
-    <token> <state> <flag> <hb> <ttl> <since> <pid> <host> <task_id>
+    <token> <state> <flags> <hb> <ttl> <since> <pid> <host> <task_id>
 
-``state`` is ``running`` or ``queued`` (an enqueue lock not yet started); ``flag`` is
-``r`` once a redelivered copy of the holder's message met the lock, else ``-``; ``hb``
+``state`` is ``running`` or ``queued`` (an enqueue lock not yet started); ``flags`` is
+``-`` or letters: ``r`` once a redelivered copy of the holder's message met the lock,
+``w`` while a waiter asks for the release to be announced (``lua/await.lua``); ``hb``
 and ``ttl`` are ms, ``since`` ms since the epoch (the holder's clock). The task id comes
 last because it is the one field that may contain spaces. The scripts read only the
 first three fields (``^(%S+) (%S+) (%S+)``) and the task id; a lock a renewal took back
@@ -19,9 +20,9 @@ from typing import Any, Dict, Optional
 
 from .backend import Conflict, Holder
 
-__all__ = ["encode", "decode", "conflict", "FIELDS"]
+__all__ = ["encode", "head", "decode", "conflict", "FIELDS"]
 
-FIELDS = ("token", "state", "flag", "hb", "ttl", "since", "pid", "host", "task_id")
+FIELDS = ("token", "state", "flags", "hb", "ttl", "since", "pid", "host", "task_id")
 
 
 def _word(value: Any) -> str:
@@ -35,12 +36,18 @@ def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
                      str(int(holder.since_ms)), str(int(holder.pid)), _word(holder.host), holder.task_id))
 
 
+def head(token: str, state: str) -> str:
+    """How the value of ``token``'s lock in ``state`` starts while no flag is set: the scripts
+    check this head alone in the common case (nobody waits, no redelivery met the lock)."""
+    return f"{_word(token)} {state} -"
+
+
 def decode(value: Any) -> Dict[str, str]:
     """The fields by name (``''`` for one a short value lacks); ``redelivered`` is ``'1'`` or ``''``."""
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
     parts = text.split(" ", len(FIELDS) - 1)
     fields = dict(zip(FIELDS, parts + [""] * (len(FIELDS) - len(parts))))
-    fields["redelivered"] = "1" if fields.pop("flag") == "r" else ""
+    fields["redelivered"] = "1" if "r" in fields.pop("flags") else ""
     return fields
 
 

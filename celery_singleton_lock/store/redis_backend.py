@@ -13,7 +13,6 @@ its own: who holds what lives in Redis and in the caller's :class:`~.heartbeat.L
 
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -23,6 +22,7 @@ from redis.cluster import RedisCluster
 from . import record, scripts
 from .direct import direct_for
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from .events import PubSubReleaseEvents, subscribed
 from .start_gate import RestartWait
 
 __all__ = ["RedisBackend", "Client", "RestartWait"]
@@ -38,9 +38,10 @@ UNKNOWN_HOLDER = Conflict(task_id="", host="", pid=None, since_ms=None, pttl_ms=
 
 def release_call(key: str, token: str, completion: Optional[Completion]) -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
     """RELEASE's KEYS and ARGV, with the completion note when one is asked for."""
+    start = record.head(token, "running")
     if completion is None:
-        return (key,), (token,)
-    return (key, completion.done_key), (token, completion.task_id, completion.remember_ms,
+        return (key,), (start,)
+    return (key, completion.done_key), (start, completion.task_id, completion.remember_ms,
                                         1 if completion.always else 0)
 
 
@@ -61,7 +62,8 @@ def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
 def adopt_call(queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
                holder: Holder) -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
     """ADOPT's KEYS and ARGV: the running lock's value is written whole, as an acquire writes it."""
-    return (queued_key, key), (queued_token, token, record.encode(token, "running", ttl_ms, holder), ttl_ms)
+    return (queued_key, key), (record.head(queued_token, "queued"), token,
+                               record.encode(token, "running", ttl_ms, holder), ttl_ms)
 
 
 def queue_acquire(pipe: Any, key: str, value: str, ttl_ms: int) -> None:
@@ -89,14 +91,11 @@ def acquired(replies: Sequence[Any], token: str, state: str) -> Optional[Outcome
     return record.conflict(value, pttl if isinstance(pttl, int) else 0, token)
 
 
-def adopted(reply: Sequence[Any], queued_key: str, key: str, queued_token: str) -> Union[Grant, Conflict, NotOurs]:
-    """ADOPT's reply: {1}, {0, value, pttl} or {2}."""
-    status = int(reply[0])
-    if status == 1:
-        return GRANT
-    if status == 0:
+def adopted(reply: Any, queued_key: str, key: str, queued_token: str) -> Union[Grant, Conflict, NotOurs]:
+    """ADOPT's reply: 1, {0, value, pttl} or 2."""
+    if isinstance(reply, (list, tuple)):
         return record.conflict(reply[1], reply[2], queued_token if queued_key == key else None)
-    return NOT_OURS
+    return GRANT if int(reply) == 1 else NOT_OURS
 
 
 class RedisBackend:
@@ -118,6 +117,7 @@ class RedisBackend:
         self._fence = client.register_script(scripts.FENCE)
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
         self._completed = client.register_script(scripts.COMPLETED)
+        self._await = client.register_script(scripts.AWAIT)
         # The calls on every task's path skip redis-py's per-command pool round (see .direct).
         self._ask = direct_for(client)
         self._ask_grants = self._ask if grants is None else direct_for(grants)
@@ -200,7 +200,8 @@ class RedisBackend:
             return []
         pipe = self.client.pipeline(transaction=False)
         for key, token in items:
-            self._release(keys=(key,), args=(token,), client=pipe)
+            keys, args = release_call(key, token, None)
+            self._release(keys=keys, args=args, client=pipe)
         return [bool(r) for r in pipe.execute()]
 
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
@@ -238,37 +239,16 @@ class RedisBackend:
         info["pttl"] = str(pttl)
         return info
 
+    def await_release(self, key: str) -> bool:
+        """Ask ``key``'s holder to announce its release (run by a waiter after it subscribed);
+        ``False`` when the lock is free."""
+        return bool(self._await(keys=(key,)))
+
     @contextmanager
-    def release_events(self, key: str) -> Iterator["PubSubReleaseEvents"]:
-        """Subscribe to ``key``'s release announcements for the duration of the block.
-
-        Subscribe first, then try to acquire: a release between the two is not missed.
-        """
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        try:
-            pubsub.subscribe(key)
-            yield PubSubReleaseEvents(pubsub)
-        finally:
-            try:
-                pubsub.close()
-            except Exception:  # pragma: no cover - closing a broken connection
-                pass
-
-
-class PubSubReleaseEvents:
-    """A subscription to one lock's release announcements (see :class:`~.backend.ReleaseEvents`)."""
-
-    def __init__(self, pubsub: Any) -> None:
-        self._pubsub = pubsub
-
-    def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; ``True`` when a release was announced."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            # An ignored subscribe confirmation also returns None early: loop to the deadline.
-            message = self._pubsub.get_message(timeout=remaining)
-            if message is not None and message.get("type") == "message":
-                return True
+    def release_events(self, key: str) -> Iterator[PubSubReleaseEvents]:
+        """Subscribe to ``key``'s release announcements for the duration of the block, and ask the
+        holder to announce its release (see :mod:`.events`); each wait asks again before it blocks."""
+        with subscribed(self.client, key) as pubsub:
+            events = PubSubReleaseEvents(pubsub, lambda: self.await_release(key))
+            events.ask()
+            yield events

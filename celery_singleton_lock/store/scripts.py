@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-__all__ = ["RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "FENCE", "RAISE_FENCE", "COMPLETED"]
+__all__ = ["RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "FENCE", "RAISE_FENCE", "COMPLETED", "AWAIT"]
 
 # Python 3.9's files() takes no namespace package and its joinpath takes one name at a time:
 # start from this module's package and step down with "/".
@@ -41,3 +41,4 @@ FENCE = _script("fence", common=True)
 REQUEUE = _script("requeue")
 RAISE_FENCE = _script("raise_fence")
 COMPLETED = _script("completed")
+AWAIT = _script("await")

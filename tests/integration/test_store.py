@@ -273,6 +273,36 @@ def test_asking_again_with_the_same_token_is_a_grant_not_a_conflict_with_ourselv
     assert store.adopt(queued + "x", queued + "x", "q2", "run", 5000, holder()) == adopted
 
 
+def publish_calls(client: redis.Redis) -> int:
+    return client.info("commandstats").get("cmdstat_publish", {}).get("calls", 0)
+
+
+def test_a_release_publishes_only_when_a_waiter_asked(store):
+    # Given a subscriber on a lock's channel that never asked to be told
+    key = LAYOUT.lock("job", "quiet")
+    listener = store.client.pubsub()
+    listener.subscribe(key)
+    assert listener.get_message(timeout=2.0)["type"] == "subscribe"
+    before = publish_calls(store.client)
+    # When the lock is taken and released, uncontended, a hundred times
+    for i in range(100):
+        assert isinstance(store.acquire(key, f"t{i}", 5000, holder()), Grant)
+        assert store.release(key, f"t{i}")
+    # Then the server ran no PUBLISH and the subscriber heard nothing
+    assert publish_calls(store.client) == before
+    assert listener.get_message(timeout=0.2) is None
+    # When a waiter asks before the next release, then that release (and only it) is published
+    assert isinstance(store.acquire(key, "held", 5000, holder()), Grant)
+    with store.release_events(key) as events:
+        assert events.ask() is True
+        assert store.release(key, "held")
+        assert events.wait(2.0) is True
+    assert publish_calls(store.client) == before + 1
+    message = listener.get_message(timeout=2.0)
+    assert message is not None and message["type"] == "message"
+    listener.close()
+
+
 def test_connections_redis_dropped_are_replaced_under_a_release_and_an_acquire(store):
     # Redis dropped the idle connections (a restart, a client timeout): the next calls reconnect.
     key, other = LAYOUT.lock("job", "broken"), LAYOUT.lock("job", "broken2")

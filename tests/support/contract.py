@@ -481,15 +481,29 @@ def a_lock_handed_back_to_the_queue_runs_out_after_its_queued_ttl(bench: Bench) 
 def release_events_wake_a_waiter_on_release(bench: Bench) -> None:
     keys, backend = bench.keys(), bench.backend
     _take(bench, keys.lock, keys.fence, _token("a"))
-    # Given a subscription taken before the release (subscribe, then ask)
+    # Given a waiter that subscribed, then asked the holder to announce its release
     with backend.release_events(keys.lock) as events:
+        assert events.ask() is True
         # When the holder releases, then the waiter is told at once
         assert backend.release(keys.lock, _token("a"))
         started = time.monotonic()
         assert events.wait(5.0) is True
         assert time.monotonic() - started < 2.0
-        # and one announcement wakes it once
+        # and one announcement wakes it once; the lock is free, so nothing more is to come
         assert events.wait(0.05) is False
+        assert events.ask() is False
+
+
+@check
+def a_release_right_after_the_subscription_is_announced(bench: Bench) -> None:
+    keys, backend = bench.keys(), bench.backend
+    _take(bench, keys.lock, keys.fence, _token("a"))
+    # Given a subscription (which asks the holder to announce its release as it starts)
+    with backend.release_events(keys.lock) as events:
+        # When the holder releases before the waiter first waits
+        assert backend.release(keys.lock, _token("a"))
+        # Then the first wait hears of it at once
+        assert events.wait(5.0) is True
 
 
 @check
@@ -505,7 +519,8 @@ def release_events_wake_a_blocked_waiter_in_another_thread(bench: Bench) -> None
             waiting.set()
             woken.append((events.wait(5.0), time.monotonic() - started))
 
-        # Given a thread blocked on the lock's announcements
+        # Given a thread blocked on the lock's announcements (asked for before it blocks)
+        assert events.ask() is True
         thread = threading.Thread(target=wait, name="contract-waiter", daemon=True)
         thread.start()
         assert waiting.wait(2.0)
@@ -517,11 +532,57 @@ def release_events_wake_a_blocked_waiter_in_another_thread(bench: Bench) -> None
 
 
 @check
+def a_waiter_takes_the_lock_as_soon_as_it_is_released_not_when_its_ttl_runs_out(bench: Bench) -> None:
+    keys, backend = bench.keys(), bench.backend
+    _take(bench, keys.lock, keys.fence, _token("a"))
+    took: List[float] = []
+    with backend.release_events(keys.lock) as events:
+
+        def waiter() -> None:
+            # what on_locked="wait" does: ask for the lock, and wait for news between asks
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                if isinstance(backend.acquire(keys.lock, _token("w"), LONG_MS, holder("task-w")), Grant):
+                    took.append(time.monotonic())
+                    return
+                events.wait(deadline - time.monotonic())
+
+        # Given a waiter on a lock that would hold for another minute
+        thread = threading.Thread(target=waiter, name="contract-waiter", daemon=True)
+        thread.start()
+        time.sleep(0.3)
+        # When the holder releases
+        released = time.monotonic()
+        assert backend.release(keys.lock, _token("a"))
+        thread.join(10.0)
+    # Then the waiter holds it promptly
+    assert took and took[0] - released < 2.0, took
+    assert _info(backend, keys.lock)["token"] == _token("w")
+
+
+@check
+def a_release_that_nobody_asked_about_announces_nothing(bench: Bench) -> None:
+    keys, backend = bench.keys(), bench.backend
+    _take(bench, keys.lock, keys.fence, _token("a"))
+    with backend.release_events(keys.lock) as events:
+        # Given a subscriber that asked about the holder a, and was told of its release
+        assert events.ask() is True
+        assert backend.release(keys.lock, _token("a"))
+        assert events.wait(5.0) is True
+        # When the next holder takes the lock and releases it without anyone asking
+        _take(bench, keys.lock, keys.fence, _token("b"))
+        assert backend.release(keys.lock, _token("b"))
+        # Then the subscriber hears nothing of it
+        assert events.wait(0.2) is False
+
+
+@check
 def release_events_wake_a_waiter_on_requeue(bench: Bench) -> None:
     keys, backend = bench.keys(), bench.backend
     _take(bench, keys.lock, keys.fence, _token("p"))
     # Given a retry waiting for its predecessor's lock, when the predecessor hands it back to the queue
     with backend.release_events(keys.lock) as events:
+        assert events.ask() is True
         assert backend.requeue(keys.lock, _token("p"), LONG_MS)
         # Then the waiter is told, and can adopt it
         assert events.wait(5.0) is True
@@ -530,12 +591,30 @@ def release_events_wake_a_waiter_on_requeue(bench: Bench) -> None:
 
 
 @check
+def a_waiters_ask_outlives_the_hand_over_of_an_enqueue_lock(bench: Bench) -> None:
+    keys, backend = bench.keys(), bench.backend
+    # Given a queued_or_running enqueue lock that a waiter asked about
+    assert isinstance(backend.acquire(keys.lock, _token("q"), LONG_MS, holder(), state="queued"), Grant)
+    with backend.release_events(keys.lock) as events:
+        assert events.ask() is True
+        # When a worker adopts it, and later releases the running lock
+        assert isinstance(backend.adopt(keys.lock, keys.lock, _token("q"), _token("r"), LONG_MS, holder()),
+                          Grant)
+        assert backend.mark_redelivered(keys.lock, "task-a")
+        assert events.wait(0.05) is False
+        assert backend.release(keys.lock, _token("r"))
+        # Then the waiter is told of the release
+        assert events.wait(5.0) is True
+
+
+@check
 def release_events_stay_quiet_while_nothing_is_let_go(bench: Bench) -> None:
     keys, backend = bench.keys(), bench.backend
     _take(bench, keys.lock, keys.fence, _token("a"))
     with backend.release_events(keys.lock) as events:
-        # Given a subscription, when the lock is renewed, asked for, refused a wrong-token release or
-        # requeue, and another key is released
+        # Given a waiter that asked, when the lock is renewed, asked for, refused a wrong-token
+        # release or requeue, and another key is released
+        assert events.ask() is True
         backend.renew([(keys.lock, _token("a"), LONG_MS)])
         backend.acquire(keys.lock, _token("b"), LONG_MS, holder())
         backend.release(keys.lock, _token("b"))

@@ -7,9 +7,15 @@ local v = redis.call('get', KEYS[1])
 if not v then
   return 0
 end
-local head, rest, task_id = string.match(v, '^(%S+ %S+) %S+ (%S+ %S+ %S+ %S+ %S+) (.*)$')
+local head, flags, rest, task_id = string.match(v, '^(%S+ %S+) (%S+) (%S+ %S+ %S+ %S+ %S+) (.*)$')
 if task_id ~= ARGV[1] then
   return 0
 end
-redis.call('set', KEYS[1], head .. ' r ' .. rest .. ' ' .. task_id, 'keepttl')
+-- 'r' joins the flags (record.py); a waiter's 'w' stays
+if string.find(flags, 'w', 1, true) then
+  flags = 'rw'
+else
+  flags = 'r'
+end
+redis.call('set', KEYS[1], head .. ' ' .. flags .. ' ' .. rest .. ' ' .. task_id, 'keepttl')
 return 1

@@ -1,0 +1,103 @@
+"""Release announcements on Redis Pub/Sub: what a waiter for a lock blocks on.
+
+A release is published on the channel named like the lock key, and only when a
+waiter asked for it (``lua/await.lua`` flags the lock's value; ``release.lua``
+and ``requeue.lua`` publish when they find the flag): an uncontended release
+publishes nothing. A waiter subscribes, reads the server's confirmation and
+asks; every wait asks again (the holder may have changed) before it blocks. A
+release after an ask is published on a channel the server already counts the
+waiter on, so no announcement is missed; a lock found free when asked has
+nothing to announce, and the waiter is told at once.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+__all__ = ["subscribed", "Subscription", "PubSubReleaseEvents", "CONFIRM_S"]
+
+#: How long a waiter waits for the server to confirm its subscription before it asks anyway.
+CONFIRM_S = 2.0
+
+
+@contextmanager
+def subscribed(client: Any, channel: str) -> Iterator[Any]:
+    """A redis-py ``PubSub`` subscribed to ``channel`` for the block (closed after it)."""
+    pubsub = client.pubsub()
+    try:
+        pubsub.subscribe(channel)
+        yield pubsub
+    finally:
+        try:
+            pubsub.close()
+        except Exception:  # pragma: no cover - closing a broken connection
+            pass
+
+
+class Subscription:
+    """One ``PubSub``'s news: whether the server confirmed it, and whether a release was announced."""
+
+    def __init__(self, pubsub: Any) -> None:
+        self.pubsub = pubsub
+        self.confirmed = False
+        self.announced = False
+
+    def read(self, timeout: float) -> None:
+        """Read what has arrived, waiting up to ``timeout`` seconds for the first message."""
+        message = self.pubsub.get_message(timeout=max(timeout, 0.0))
+        while message is not None:
+            kind = message.get("type")
+            if kind == "subscribe":
+                self.confirmed = True
+            elif kind == "message":
+                self.announced = True
+            message = self.pubsub.get_message(timeout=0.0)
+
+    def confirm(self, limit: float = CONFIRM_S) -> None:
+        """Wait (up to ``limit`` seconds) until the server counts this subscription."""
+        deadline = time.monotonic() + limit
+        while not self.confirmed:
+            self.read(max(deadline - time.monotonic(), 0.0))
+            if time.monotonic() >= deadline:
+                return  # a slow server: ask anyway; the holder's TTL still bounds the wait
+
+    def take(self) -> bool:
+        """Whether a release was announced since the last call."""
+        announced, self.announced = self.announced, False
+        return announced
+
+
+class PubSubReleaseEvents:
+    """A subscription to one lock's release announcements (see :class:`~.backend.ReleaseEvents`).
+
+    ``ask`` runs the store's ``AWAIT`` and answers whether the lock is held.
+    """
+
+    def __init__(self, pubsub: Any, ask: Callable[[], bool]) -> None:
+        self._subscription = Subscription(pubsub)
+        self._ask = ask
+
+    def ask(self) -> bool:
+        """Ask the holder to announce its release; ``False`` when the lock is free."""
+        self._subscription.confirm()
+        return self._ask()
+
+    def wait(self, timeout: float) -> bool:
+        """Ask, then block up to ``timeout`` seconds; ``True`` when a release was announced."""
+        deadline = time.monotonic() + timeout
+        subscription = self._subscription
+        subscription.read(0.0)
+        if subscription.take():
+            return True
+        if not self.ask():
+            subscription.read(0.0)  # a release announced just before the ask found the lock free
+            return subscription.take()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return subscription.take()
+            subscription.read(remaining)
+            if subscription.take():
+                return True
