@@ -114,11 +114,13 @@ def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
         nemesis.join()
         log(f"{fault.name}: published {count}, nemesis acted {outcome.get('actions', 0)} times; draining")
         config = topology.config()
-        drain(topology, str(config["broker"]), fault.visibility_timeout + 40, log)
-        queue_left, queued = broker_leftovers(app_module.app, str(config["broker"]), topology.queue)
+        # Long bodies and lock retries take longer to settle: the drain waits as long as they may.
+        drain(topology, str(config["broker"]), fault.visibility_timeout + 40 + 20 * fault.body[1], log)
         for worker in list(topology.workers):
             worker.stop()
         topology.workers.clear()
+        # After the warm stop: a message a stopping worker re-queued (a retry) is queued, not lost.
+        queue_left, queued = broker_leftovers(app_module.app, str(config["broker"]), topology.queue)
         locks = lock_leftovers(topology.lock_urls)
         history = load(topology.url(2))
         runs = checker.executions(history)
