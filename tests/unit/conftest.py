@@ -17,6 +17,6 @@ from tests.support.threads import no_thread_leaks  # noqa: F401 - an autouse fix
 
 settings.register_profile("ci", max_examples=2_000, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", max_examples=200, deadline=None)
+settings.register_profile("dev", max_examples=100, deadline=None)
 _in_ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 settings.load_profile(os.environ.get("CSL_HYPOTHESIS_PROFILE") or ("ci" if _in_ci else "dev"))
