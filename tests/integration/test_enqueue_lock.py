@@ -78,7 +78,10 @@ def _executions_within(events_redis, lock_redis, elapsed: float, queued_after: i
 def test_beat_job_never_piles_up_with_queued_or_running(proj, start_worker, broker_redis, events_redis, lock_redis):
     samples, elapsed = _run_beat(proj, start_worker, broker_redis, events_redis, "beat_qor")
 
-    assert max(sum(s) for s in samples) <= 1  # never more than one copy queued or running
+    # Never more than one copy queued or running. A delivered copy stays unacknowledged until the
+    # worker's main process hears that a pool process accepted it, by when its body may already
+    # run: counted in both, it is still one copy.
+    assert max(queued + max(unacked, running) for queued, unacked, running in samples) <= 1
     assert max(s[2] for s in samples) == 1
     _executions_within(events_redis, lock_redis, elapsed)
 
