@@ -65,7 +65,7 @@ def _lost_to_a_restart(runtime: LockRuntime, lease: Lease, completion: Optional[
     server is young (grants wait longer than that); a body that ended before its heartbeat did so
     ran alone all the same, and is no loss to report."""
     try:
-        taken_back = runtime.store.renew([(lease.key, lease.token, lease.ttl_ms, int(lease.heartbeat * 1000))])
+        taken_back = runtime.store.renew([lease.renewal])
         return bool(taken_back and taken_back[0]) and runtime.store.release(lease.key, lease.token, completion)
     except STORE_ERRORS:
         return False

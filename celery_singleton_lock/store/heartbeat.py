@@ -91,11 +91,7 @@ class Renewer:
         with self._cond:
             self._closed = False
             self._leases.add(lease)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
-            elif lease.next_due < self._wake_at:
-                self._cond.notify()
+            self._wake(lease.next_due)
 
     def release_later(self, key: str, token: str, within: float) -> None:
         """Release ``key`` by ``token`` once the store answers again, from the renewal thread.
@@ -111,11 +107,15 @@ class Renewer:
             self._withdrawals.append(_Withdrawal(key, token, now + within))
             if len(self._withdrawals) == 1:
                 self._withdraw_due = now + self.restart_check
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
-            else:
-                self._cond.notify()
+            self._wake(self._withdraw_due)
+
+    def _wake(self, due: float) -> None:
+        """Start the thread in this process, or wake it if it sleeps past ``due`` (condition held)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        elif due < self._wake_at:
+            self._cond.notify()
 
     def drop(self, lease: Lease) -> None:
         """Stop renewing ``lease``; call before releasing it in Redis.
@@ -241,14 +241,13 @@ class Renewer:
             return
         try:
             self.round_trips += 1
-            results = self._store.renew([(lease.key, lease.token, lease.ttl_ms, int(lease.heartbeat * 1000))
-                                        for lease in batch])
+            results = self._store.renew([lease.renewal for lease in batch])
         except Exception as exc:
             logger.warning("singleton-lock heartbeat: renewing %d lock(s) failed, retrying: %s", len(batch),
                            error_text(exc))
             retry_at = self._clock()
             for lease in batch:
-                if retry_at - lease.confirmed_at >= lease.ttl:
+                if lease.ran_out(retry_at):
                     self._lose(lease, "its TTL ran out while Redis could not be reached")
                 else:
                     lease.next_due = retry_at + min(lease.heartbeat / 2, 1.0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Tuple
 
 __all__ = ["Lease", "Flag"]
 
@@ -50,6 +50,11 @@ class Lease:
     @property
     def ttl_ms(self) -> int:
         return int(self.ttl * 1000)
+
+    @property
+    def renewal(self) -> Tuple[str, str, int, int]:
+        """This lease as :meth:`~.backend.LockBackend.renew` takes it: key, token, ttl and heartbeat (ms)."""
+        return self.key, self.token, self.ttl_ms, int(self.heartbeat * 1000)
 
     def __repr__(self) -> str:
         return f"<Lease {self.key} lost={self.lost.is_set()} released={self.released}>"
