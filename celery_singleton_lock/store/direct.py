@@ -39,8 +39,10 @@ class Direct:
         if self._pid != os.getpid():
             self._idle, self._pid = [], os.getpid()
         for last in (False, True):
-            reused = bool(self._idle) and not last
-            connection = self._idle.pop() if reused else self._take()
+            connection = None if last else self._kept()
+            reused = connection is not None
+            if connection is None:
+                connection = self._take()
             try:
                 connection.send_command(*args)
                 reply = connection.read_response()
@@ -73,6 +75,13 @@ class Direct:
         idle, self._idle = self._idle, []
         for connection in idle:
             self._drop(connection)
+
+    def _kept(self) -> Any:
+        """An idle kept connection, or ``None``; one pop, so two threads never get the same one."""
+        try:
+            return self._idle.pop()
+        except IndexError:
+            return None
 
     def _take(self) -> Any:
         try:
