@@ -30,6 +30,7 @@ DIST = ROOT / ".nox" / "dist"
 #: (beat jobs included), every pool, redelivery, and the store's own round trips.
 CELL_TESTS = [
     "tests/unit",
+    "tests/properties",
     "tests/integration/test_store.py",
     "tests/integration/test_direct.py",
     "tests/integration/test_run_lock.py",

@@ -1,84 +1,20 @@
 """The quorum (Redlock) decisions and its fencing order, on in-memory masters.
 
 Given masters that can be down or whose counters drifted apart, when locks are
-taken by majority, then every grant had a majority and fences of successive
-holders strictly increase.
+taken by majority, then every grant had a majority and a fence handed out after a
+larger one is larger still (``tests/properties`` searches the fencing order).
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import List
 
 import pytest
 import redis
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from celery_singleton_lock.store import Conflict, Grant, Holder, RedisBackend, new_token
-from celery_singleton_lock.store.quorum import QuorumBackend, QuorumUnavailable
-
-HOLDER = Holder(task_id="me", host="h", pid=1, since_ms=0, heartbeat_ms=1000)
-
-
-class MemoryMaster(RedisBackend):
-    """A master's lock protocol in memory (no expiry: tests release explicitly)."""
-
-    def __init__(self, counter: int = 0) -> None:  # no redis client
-        self.locks: Dict[str, Tuple[str, str]] = {}
-        self.counters: Dict[str, int] = {}
-        self.start_counter = counter
-        self.down = False
-
-    def _check(self) -> None:
-        if self.down:
-            raise redis.exceptions.ConnectionError("master down")
-
-    def acquire(self, key, token, ttl_ms, holder, state="running"):
-        self._check()
-        if key in self.locks:
-            held_token, task_id = self.locks[key]
-            return Conflict(task_id=task_id, host="h", pid=1, since_ms=0, pttl_ms=ttl_ms, heartbeat_ms=1000,
-                            state="running", same_token=held_token == token)
-        self.locks[key] = (token, holder.task_id)
-        return Grant()
-
-    def fence(self, key, fence_key, token, *, floor=0):
-        self._check()
-        if self.locks.get(key, (None,))[0] != token:
-            return None
-        fence = max(self.counters.get(fence_key, self.start_counter) + 1, floor)
-        self.counters[fence_key] = fence
-        return fence
-
-    def raise_fence(self, fence_key, floor):
-        self._check()
-        self.counters[fence_key] = max(self.counters.get(fence_key, self.start_counter), floor)
-        return self.counters[fence_key]
-
-    def release(self, key, token):
-        self._check()
-        if self.locks.get(key, (None,))[0] == token:
-            del self.locks[key]
-            return True
-        return False
-
-    def release_many(self, items):
-        return [self.release(key, token) for key, token in items]
-
-    def renew(self, items):
-        self._check()
-        return [self.locks.get(key, (None,))[0] == token for key, token, _ in items]
-
-    def holder(self, key):
-        self._check()
-        return {"token": self.locks[key][0]} if key in self.locks else None
-
-    def close(self):
-        pass
-
-
-def quorum(masters: Sequence[MemoryMaster]) -> QuorumBackend:
-    return QuorumBackend(list(masters), node_timeout=2.0, split_retry_delay=0.001)
+from celery_singleton_lock.store import Conflict, Grant, Holder
+from celery_singleton_lock.store.quorum import QuorumUnavailable
+from tests.support.masters import HOLDER, MemoryMaster, quorum
 
 
 def test_a_majority_grants_and_a_minority_does_not():
@@ -156,27 +92,6 @@ def test_the_largest_counter_alone_would_go_backwards_the_settled_fence_does_not
     # Then its fence is larger: master 1 was raised to 101 before 101 was handed out.
     # (With the largest value alone master 1 would have said 7, master 2 said 6: fence 7 < 101.)
     assert isinstance(second, Grant) and quorum(masters).fence("k", "f", "b") > 101
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sets(st.integers(0, 4), max_size=2), st.integers(0, 4), st.integers(0, 50)),
-                min_size=1, max_size=40))
-def test_fences_strictly_increase_whatever_minority_is_down_or_ahead(steps: List[Tuple[set, int, int]]):
-    masters = [MemoryMaster() for _ in range(5)]
-    fences: List[int] = []
-    for down, bumped, bump in steps:
-        masters[bumped].counters["f"] = masters[bumped].counters.get("f", 0) + bump  # a minority ran ahead
-        for i, m in enumerate(masters):
-            m.down = i in down  # at most two of five down: a majority is up
-        store = quorum(masters)  # every holder is a new process: no floor remembered
-        token = new_token()
-        outcome = store.acquire("k", token, 5000, HOLDER)
-        assert isinstance(outcome, Grant)
-        fences.append(store.fence("k", "f", token))
-        store.release("k", token)
-        for m in masters:  # a lock left on a master that was down when released expires
-            m.locks.pop("k", None)
-    assert all(b > a for a, b in zip(fences, fences[1:])), fences
 
 
 def test_split_votes_are_retried_after_a_random_delay():
