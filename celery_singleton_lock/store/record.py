@@ -16,6 +16,7 @@ after a restart carries its first five fields only.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional
 
 from .backend import Conflict, Holder
@@ -24,11 +25,12 @@ __all__ = ["encode", "head", "decode", "conflict", "FIELDS"]
 
 FIELDS = ("token", "state", "flags", "hb", "ttl", "since", "pid", "host", "task_id")
 
+_SPACE = re.compile(r"\s")
+
 
 def _word(value: Any) -> str:
     """A field that must not contain a space (nor be empty: the scripts split on spaces)."""
-    text = "".join("_" if ch.isspace() else ch for ch in str(value))
-    return text or "-"
+    return _SPACE.sub("_", str(value)) or "-"
 
 
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
