@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # The support matrix (noxfile.py): build and check the sdist and the wheel, then run the tests on
-# every stack of the README's table against that wheel. With arguments, they go to nox as they are.
-# Without, the cells run in $MATRIX_LANES lanes at once (default 3: their tests mostly wait on
-# workers and timers), each lane's output printed as it ends.
+# every stack of the README's table against that wheel. `matrix.sh cells` runs the cells alone, on
+# the wheel an earlier `matrix.sh -s package` built; other arguments go to nox as they are.
+# The cells run in $MATRIX_LANES lanes at once (default 3: their tests mostly wait on workers and
+# timers), each lane's output printed as it ends.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
     "${PYTHON:-python3}" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet "nox>=2024.4" || exit 1
-if [ "$#" -gt 0 ]; then
+if [ ! -x .venv/bin/nox ]; then
+    .venv/bin/python -m pip install --quiet "nox>=2024.4" || exit 1
+fi
+if [ "$#" -gt 0 ] && [ "$1" != "cells" ]; then
     exec .venv/bin/nox "$@"
 fi
 
-.venv/bin/nox -s package || exit 1
+if [ "${1:-}" != "cells" ]; then
+    .venv/bin/nox -s package || exit 1
+fi
 cells=$(.venv/bin/nox -l --json -t cells 2>/dev/null | .venv/bin/python -c '
 import json, sys
 print(" ".join(s["session"] for s in json.load(sys.stdin) if s["session"].startswith("cell-")))')
