@@ -10,9 +10,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kombu.serialization import dumps, loads
 
-from celery_singleton_lock.arguments import ArgumentKey
+from tests.support.round_trip import KEY, worker_sees
 
 
 _scalars = st.one_of(
@@ -34,25 +33,12 @@ def _values(leaves):
     )
 
 
-def _worker_sees(args, kwargs, serializer):
-    content_type, encoding, data = dumps((args, kwargs, {}), serializer)
-    loaded_args, loaded_kwargs, _ = loads(data, content_type, encoding, accept=[content_type])
-    return loaded_args, loaded_kwargs
-
-
-def task(a, b=None, c="default"):
-    pass
-
-
-KEY = ArgumentKey("proj.task", task)
-
-
 @settings(max_examples=150, deadline=None)
 @given(a=_values(st.one_of(_scalars, _tagged)), b=_values(st.one_of(_scalars, _tagged)))
 @pytest.mark.parametrize("serializer", ["json", "pickle"])
 def test_publisher_and_worker_keys_agree(serializer, a, b):
     args, kwargs = (a,), {"b": b}
-    assert KEY(*_worker_sees(args, kwargs, serializer)) == KEY(args, kwargs)
+    assert KEY(*worker_sees(args, kwargs, serializer)) == KEY(args, kwargs)
 
 
 _msgpack_scalars = st.one_of(  # what msgpack can carry: 64-bit integers, no tagged types
@@ -65,4 +51,4 @@ _msgpack_scalars = st.one_of(  # what msgpack can carry: 64-bit integers, no tag
 @given(a=_values(_msgpack_scalars), b=_values(_msgpack_scalars))
 def test_publisher_and_worker_keys_agree_msgpack(a, b):
     args, kwargs = (a,), {"b": b}
-    assert KEY(*_worker_sees(args, kwargs, "msgpack")) == KEY(args, kwargs)
+    assert KEY(*worker_sees(args, kwargs, "msgpack")) == KEY(args, kwargs)

@@ -7,10 +7,12 @@ import decimal
 import uuid
 
 import pytest
-from kombu.serialization import dumps, loads
+
+from kombu.serialization import dumps
 
 from celery_singleton_lock import ConfigurationError, UnencodableArgumentError
 from celery_singleton_lock.arguments import ArgumentKey
+from tests.support.round_trip import KEY, worker_sees
 
 
 def refresh(account_id, full=False):
@@ -77,23 +79,10 @@ def test_star_args_and_kwargs_bind():
     assert key((1, 2), {}) != key((1, 3), {})
 
 
-def _worker_sees(args, kwargs, serializer):
-    content_type, encoding, data = dumps((args, kwargs, {}), serializer)
-    loaded_args, loaded_kwargs, _ = loads(data, content_type, encoding, accept=[content_type])
-    return loaded_args, loaded_kwargs
-
-
-def task(a, b=None, c="default"):
-    pass
-
-
-KEY = ArgumentKey("proj.task", task)
-
-
 def test_large_and_unicode_values_agree():
     args = ("ünïcødé ✓ " * 1000, list(range(10_000)), {"k": decimal.Decimal("1.10"), "u": uuid.UUID(int=7)})
     for serializer in ("json", "pickle"):
-        assert KEY(*_worker_sees(args, {}, serializer)) == KEY(args, {})
+        assert KEY(*worker_sees(args, {}, serializer)) == KEY(args, {})
 
 
 # -- one lock per call: the encoding is injective ----------------------------------------------
@@ -162,7 +151,7 @@ def test_the_deepest_call_json_carries_is_keyed_by_publisher_and_worker():
         except Exception:
             high = middle
     args = (_nested(low - 50, leaf={"k": [dt.datetime(2020, 1, 1)]}),)
-    assert KEY(*_worker_sees(args, {}, "json")) == KEY.for_message(args, {}, _json_round_trip)
+    assert KEY(*worker_sees(args, {}, "json")) == KEY.for_message(args, {}, _json_round_trip)
 
 
 def test_a_container_that_holds_itself_is_refused_naming_the_parameter():
@@ -177,12 +166,12 @@ def test_a_container_that_holds_itself_is_refused_naming_the_parameter():
 
 # -- the publisher keys a call as the worker will receive it --------------------------------
 def _json_round_trip(args, kwargs):
-    return _worker_sees(tuple(args), dict(kwargs), "json")
+    return worker_sees(tuple(args), dict(kwargs), "json")
 
 
 def test_a_dict_json_delivers_as_a_tagged_value_is_keyed_as_that_value():
     tagged = {"__type__": "datetime", "__value__": "2023-01-01T00:00:00"}
-    worker_args, worker_kwargs = _worker_sees((tagged,), {"b": [tagged]}, "json")
+    worker_args, worker_kwargs = worker_sees((tagged,), {"b": [tagged]}, "json")
     assert worker_args == [dt.datetime(2023, 1, 1)]  # what the body receives
 
     published = KEY.for_message((tagged,), {"b": [tagged]}, _json_round_trip)
@@ -203,7 +192,7 @@ def test_scalar_arguments_skip_the_round_trip():
 def test_lone_surrogates_are_keyed_as_the_worker_receives_them():
     pair = "\ud83d\ude00"  # two lone surrogates: a JSON round trip joins them into one character
     for args in ((pair,), ([pair, "x"],), ({pair: 1},)):
-        assert KEY(args, {}) == KEY(*_worker_sees(args, {}, "json"))
+        assert KEY(args, {}) == KEY(*worker_sees(args, {}, "json"))
     assert KEY((pair,), {}) == KEY(("\U0001f600",), {})
     assert KEY(("\ud83d",), {}) != KEY(("\ude00",), {})
 
