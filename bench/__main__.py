@@ -51,6 +51,8 @@ class Sizes:
     cluster_cycles: int  # per client thread per round
     cluster_rounds: int
     cluster_clients: tuple  # (processes, threads per process)
+    path_count: int  # tasks per variant per round through the tracer alone
+    path_rounds: int
 
 
 FULL = Sizes(micro_cycles=1500, micro_rounds=7, micro_server_cycles=20000, key_calls=20000, key_rounds=7,
@@ -58,14 +60,15 @@ FULL = Sizes(micro_cycles=1500, micro_rounds=7, micro_server_cycles=20000, key_c
              hb_rounds=7, hb_period=0.5, hb_periods=4, publish_count=300, publish_rounds=9,
              e2e_pools=(("solo", 1), ("prefork", 2)), e2e_count=200, e2e_rounds=15,
              storm_pool=("prefork", 4), storm_messages=200, storm_sets=10, storm_rounds=3, profile_count=2000,
-             cluster_cycles=1000, cluster_rounds=7, cluster_clients=(2, 4))
+             cluster_cycles=1000, cluster_rounds=7, cluster_clients=(2, 4), path_count=2000, path_rounds=9)
 SMOKE = Sizes(micro_cycles=20, micro_rounds=1, micro_server_cycles=40, key_calls=200, key_rounds=1,
               hb_sizes=(1, 10), hb_rounds=1,
               hb_period=0.2, hb_periods=1, publish_count=5, publish_rounds=1, e2e_pools=(("solo", 1),),
               e2e_count=5, e2e_rounds=1, storm_pool=("solo", 1), storm_messages=10, storm_sets=2,
-              storm_rounds=1, profile_count=10, cluster_cycles=20, cluster_rounds=1, cluster_clients=(1, 2))
+              storm_rounds=1, profile_count=10, cluster_cycles=20, cluster_rounds=1, cluster_clients=(1, 2),
+              path_count=20, path_rounds=1)
 
-SECTIONS = ("micro", "cluster", "keys", "heartbeat", "publish", "e2e", "storm", "profile")
+SECTIONS = ("micro", "cluster", "keys", "heartbeat", "publish", "e2e", "worker", "storm", "profile")
 
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
@@ -131,7 +134,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             stack.callback(worker.stop)
             return worker.start()
 
-        from . import cluster, e2e, heartbeat, micro, profile
+        from . import cluster, e2e, heartbeat, micro, profile, worker_path
         from .report import write_report
 
         results: Dict[str, object] = {}
@@ -163,6 +166,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 _log(f"end to end, {pool} x{concurrency} ...")
                 results["e2e"][f"{pool}, concurrency {concurrency}"] = e2e.run_end_to_end(
                     start_worker, pool, concurrency, events, sizes.e2e_count, sizes.e2e_rounds, qor, _log)
+        if "worker" in only:
+            _log("worker path ...")
+            results["worker"] = worker_path.run_worker_path(sizes.path_count, sizes.path_rounds, _log)
         if "storm" in only:
             _log("storm ...")
             pool, concurrency = sizes.storm_pool
@@ -190,7 +196,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             "publish_count": sizes.publish_count,
             "e2e_count": sizes.e2e_count, "storm_pool": f"{sizes.storm_pool[0]} pool x{sizes.storm_pool[1]}",
             "rounds": {"micro": sizes.micro_rounds, "publish": sizes.publish_rounds, "e2e": sizes.e2e_rounds,
-                       "storm": sizes.storm_rounds, "heartbeat": sizes.hb_rounds},
+                       "storm": sizes.storm_rounds, "heartbeat": sizes.hb_rounds,
+                       "worker": sizes.path_rounds},
+            "path_count": sizes.path_count,
         }
         written = write_report(results, args.out, args.out, meta, notes)
         for url in urls.values():

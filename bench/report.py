@@ -320,6 +320,26 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                chart_labels, chart_ratios, "wall ÷ plain task's wall, same round"):
             files.append("bench-e2e.png")
 
+    # -- the worker's side alone -------------------------------------------------------------
+    path = results.get("worker")
+    if path:
+        wall, cpu = path["wall"], path["cpu"]
+        rows = []
+        for variant in wall.variants:
+            w, wspread = _span(wall.summary(variant), 1.0, 1)
+            over = Summary.of([v - b for v, b in zip(wall.rounds[variant], wall.rounds["plain task"])])
+            rows.append([variant, w, wspread, f"+{_fmt(over.median, 1)}", _fmt(cpu.summary(variant).median, 1)])
+        doc.add("## The worker's side alone",
+                f"Celery's tracer (what a worker runs for every message: signals, request context, result "
+                f"handling) called in the bench process for each variant's empty task, "
+                f"{meta['path_count']} distinct calls per round, {meta['rounds']['worker']} interleaved rounds; "
+                "no broker, pool or publisher competes. It prices what each lock adds to the worker's own "
+                "work: `LockedTask` takes and releases its lock there (two round trips); celery-once and "
+                "celery-singleton only delete theirs there (one round trip: they take it in `apply_async`). "
+                "On the in-memory backend, `LockedTask` shows the Celery layer's own cost without the store.",
+                _table(["variant", "µs per task (median)", "min – max", "µs over plain (same round)",
+                        "CPU µs per task"], rows))
+
     # -- storm -------------------------------------------------------------------------------
     storm = results.get("storm")
     if storm:

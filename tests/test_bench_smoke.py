@@ -27,7 +27,8 @@ def test_bench_smoke_writes_every_section(tmp_path):
 
     report = (tmp_path / "benchmarks.md").read_text()
     for heading in ("## Micro", "## Publish cost", "## End to end", "## Duplicate storm", "## Heartbeat",
-                    "## Key derivation", "## How it compares, in this run", "## Profile", "## Redis Cluster"):
+                    "## Key derivation", "## How it compares, in this run", "## Profile", "## Redis Cluster",
+                    "## The worker's side alone"):
         assert heading in report
     assert "| ours: running (acquire + release) |" in report
     assert re.search(r"\| LockedTask running \| \d+ \| 0 \| \d+ \| 0 \|", report), "storm row of our lock"

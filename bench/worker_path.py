@@ -1,0 +1,93 @@
+"""What each variant adds to the worker's execution of one task, without a broker.
+
+Celery's own tracer (the function a worker calls for every message: signals, request
+context, result handling) runs in the bench process for each variant's empty task, on
+distinct arguments. No broker, pool or publisher competes, so the figures are the
+worker-side price of each lock alone: for ``LockedTask`` its acquire and release, for
+celery-once and celery-singleton the one delete they make in the worker (they take their
+lock in ``apply_async``, in the publisher). A ``LockedTask`` on the in-memory backend
+separates the Celery layer's own work from the store's round trips.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Callable, Dict, List, Tuple
+
+from .stats import Series, interleave
+
+__all__ = ["run_worker_path", "BASELINE", "IN_MEMORY"]
+
+BASELINE = "plain task"
+IN_MEMORY = "LockedTask running, in-memory backend"
+
+
+def _requests(run: str, count: int) -> List[Tuple[str, tuple, dict, dict]]:
+    """What the worker hands the tracer for ``count`` distinct calls (its token included)."""
+    out = []
+    for i in range(count):
+        task_id = str(uuid.uuid4())
+        request = {"id": task_id, "args": (run, i), "kwargs": {}, "hostname": "bench@worker-path",
+                   "delivery_info": {"exchange": "", "routing_key": "celery", "redelivered": False},
+                   "singleton_lock_token": uuid.uuid4().hex}
+        out.append((task_id, (run, i), {}, request))
+    return out
+
+
+def _measure(tracers: Dict[str, Callable[..., object]], count: int, rounds: int) -> Tuple[Series, Series]:
+    wall, cpu = Series.declared(list(tracers)), Series.declared(list(tracers))
+    for r, label in interleave(list(tracers), rounds):
+        calls = _requests(f"path-{r}-{uuid.uuid4().hex[:6]}", count)
+        cpu_before, wall_before = time.process_time(), time.perf_counter()
+        for task_id, args, kwargs, request in calls:
+            tracers[label](task_id, args, kwargs, request)
+        wall.add(label, (time.perf_counter() - wall_before) / count * 1e6)
+        cpu.add(label, (time.process_time() - cpu_before) / count * 1e6)
+    return wall, cpu
+
+
+def _memory_task(app_class: type) -> object:
+    """A ``LockedTask`` like ``bench.locked_running``, in an app of its own on ``MemoryBackend``."""
+    from celery_singleton_lock import LockedTask
+    from celery_singleton_lock.store import MemoryBackend
+
+    app = app_class("bench-memory", set_as_current=False)
+    app.conf.update(singleton_lock_backend=MemoryBackend(), task_ignore_result=True)
+
+    @app.task(name="bench.locked_memory", base=LockedTask)
+    def locked_memory(run, i):
+        return None
+
+    return locked_memory
+
+
+def run_worker_path(count: int, rounds: int, log: Callable[[str], None] = print) -> Dict[str, Series]:
+    """µs of wall and CPU time per task of each variant; ``bench.app`` must be importable."""
+    from celery.app.trace import build_tracer
+    from celery.signals import task_postrun
+
+    from celery_singleton_lock.runtime import peek_runtime
+
+    from . import app as bench_app
+
+    in_memory = _memory_task(type(bench_app.app))
+    tasks = {BASELINE: bench_app.plain, "LockedTask running": bench_app.locked_running, IN_MEMORY: in_memory}
+    if bench_app.QueueOnce is not None:
+        tasks["celery-once QueueOnce"] = bench_app.once
+    if bench_app.Singleton is not None:
+        tasks["celery-singleton Singleton"] = bench_app.singleton
+    tracers = {label: build_tracer(task.name, task, eager=False, propagate=False, app=task.app)
+               for label, task in tasks.items()}
+    # The end-to-end bench's completion record would add a round trip to every variant here.
+    task_postrun.disconnect(dispatch_uid="bench.postrun")
+    try:
+        _measure(tracers, max(count // 20, 1), 1)  # every path warmed up
+        wall, cpu = _measure(tracers, count, rounds)
+    finally:
+        task_postrun.connect(bench_app._done, weak=False, dispatch_uid="bench.postrun")
+        runtime = peek_runtime(in_memory.app)  # type: ignore[attr-defined]
+        if runtime is not None:
+            runtime.close()
+    log(f"worker path: {len(tracers)} variants x {rounds} rounds x {count} tasks done")
+    return {"wall": wall, "cpu": cpu}
