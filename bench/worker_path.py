@@ -15,6 +15,9 @@ import time
 import uuid
 from typing import Callable, Dict, List, Tuple
 
+from celery_singleton_lock import headers
+from celery_singleton_lock.store import new_token
+
 from .stats import Series, interleave
 
 __all__ = ["run_worker_path", "BASELINE", "IN_MEMORY"]
@@ -24,13 +27,14 @@ IN_MEMORY = "LockedTask running, in-memory backend"
 
 
 def _requests(run: str, count: int) -> List[Tuple[str, tuple, dict, dict]]:
-    """What the worker hands the tracer for ``count`` distinct calls (its token included)."""
+    """What the worker hands the tracer for ``count`` distinct calls, with the token the worker's
+    request adds to every delivery."""
     out = []
     for i in range(count):
         task_id = str(uuid.uuid4())
         request = {"id": task_id, "args": (run, i), "kwargs": {}, "hostname": "bench@worker-path",
                    "delivery_info": {"exchange": "", "routing_key": "celery", "redelivered": False},
-                   "singleton_lock_token": uuid.uuid4().hex}
+                   headers.TOKEN: new_token()}
         out.append((task_id, (run, i), {}, request))
     return out
 
