@@ -11,6 +11,7 @@ from .exceptions import (
     SingletonLockError,
     UnencodableArgumentError,
 )
+from .censor import install_censor as _install_censor
 from .handle import ExecutionLock
 from .receivers import connect_receivers as _connect_receivers
 from .signals import lock_acquired, lock_conflict, lock_lost, lock_released
@@ -34,3 +35,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 _connect_receivers()
+_install_censor()

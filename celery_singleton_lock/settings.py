@@ -16,14 +16,14 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .exceptions import ConfigurationError
 from .options import SETTING_NAMES
-from .store import LockBackend, redact
+from .store import LockBackend, ambiguous_credentials, redact, redact_options, split_urls
 
 __all__ = ["AppSettings", "resolve_settings", "broker_url"]
 
 
 @dataclass(frozen=True)
 class AppSettings:
-    """App-wide connection settings."""
+    """App-wide connection settings (their ``repr`` shows no password: it ends up in tracebacks and logs)."""
 
     url: Union[str, Tuple[str, ...]]
     prefix: str
@@ -31,6 +31,10 @@ class AppSettings:
     #: A lock store object given instead of a URL (``singleton_lock_backend``: the in-memory
     #: backend in unit tests); ``None`` when the store is opened from ``url``.
     backend: Any = None
+
+    def __repr__(self) -> str:
+        return (f"AppSettings(url={redact(self.url)!r}, prefix={self.prefix!r}, "
+                f"transport_options={redact_options(self.transport_options)!r}, backend={self.backend!r})")
 
 
 _SINGLE_SCHEMES = ("redis", "rediss", "unix")
@@ -45,7 +49,7 @@ def _scheme(url: str) -> str:
 
 def _check_scheme(url: str, in_quorum: bool) -> None:
     """One Redis, a Cluster or Sentinel (as redis-py and kombu spell them); a quorum lists single masters."""
-    parts = [p.strip() for p in url.split(";") if p.strip()] or [url]
+    parts = [p for p in split_urls(url) if p] or [url]
     schemes = {_scheme(p) for p in parts}
     allowed = _SINGLE_SCHEMES if in_quorum else _SINGLE_SCHEMES + _TOPOLOGY_SCHEMES
     if len(parts) > 1 and schemes != {"sentinel"}:
@@ -61,6 +65,11 @@ def _check_scheme(url: str, in_quorum: bool) -> None:
 def _check_host(part: str, url: str) -> None:
     """Refuse a URL that names no server: redis-py would pick localhost, a different Redis on every host."""
     scheme = _scheme(part)
+    if ambiguous_credentials(part):
+        raise ConfigurationError(
+            f"singleton_lock_url {redact(url)!r} cannot be read: it has an '@' after a '/', '?' or '#'; "
+            "percent-encode a password's '/', '?', '#', '@' and ';' (urllib.parse.quote(password, safe='')), "
+            "and an '@' in a query value")
     try:
         pieces = urlsplit(part)
         if scheme == "unix":
@@ -70,8 +79,9 @@ def _check_host(part: str, url: str) -> None:
         else:
             named = bool(pieces.hostname)
             pieces.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as exc:
-        raise ConfigurationError(f"singleton_lock_url {redact(url)!r} cannot be read: {exc}") from exc
+    except ValueError:  # its text quotes the piece it could not read: a password's, maybe
+        raise ConfigurationError(f"singleton_lock_url {redact(url)!r} cannot be read: its host or port is not "
+                                 "one (percent-encode a password's '/', '?', '#', '@' and ';')") from None
     if not named:
         what = "socket path" if scheme == "unix" else "host"
         raise ConfigurationError(

@@ -7,7 +7,8 @@ benchmarked on its own. The Celery layer uses only the names exported here.
 from .backend import (GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, LockBackend, NotOurs, Outcome, ReleaseEvents,
                       new_token)
 from .admin import ClearResult, LockRecord, clear_lock, find_locks, read_lock, scan_locks
-from .connect import connect, open_store, redact
+from .connect import connect, open_store
+from .redaction import ambiguous_credentials, redact, redact_options, split_urls
 from .errors import STORE_ERRORS, error_text, is_permanent, permanent_problem
 from .heartbeat import Renewer
 from .lease import Lease
@@ -21,6 +22,7 @@ from .start_gate import WINDOW_S as START_WINDOW_S, RestartWait
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
            "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "MemoryBackend", "KeyLayout",
            "LockKeys", "DEFAULT_PREFIX",
-           "Lease", "Renewer", "connect", "open_store", "redact", "STORE_ERRORS", "error_text", "is_permanent",
+           "Lease", "Renewer", "connect", "open_store", "redact", "redact_options", "split_urls",
+           "ambiguous_credentials", "STORE_ERRORS", "error_text", "is_permanent",
            "permanent_problem", "ProbeFailed", "probe_store", "LockRecord", "ClearResult", "scan_locks", "read_lock",
            "find_locks", "clear_lock", "record"]

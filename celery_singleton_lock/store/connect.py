@@ -30,14 +30,15 @@ hanging a worker slot.
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import redis
 
 from .backend import LockBackend
+from .redaction import redact, split_urls
 from .start_gate import start_gate
 
-__all__ = ["connect", "open_store", "DEFAULT_CLIENT_OPTIONS", "LOCK_OPTIONS", "url_kind", "redact"]
+__all__ = ["connect", "open_store", "DEFAULT_CLIENT_OPTIONS", "LOCK_OPTIONS", "url_kind"]
 
 #: Applied unless the caller's options say otherwise.
 DEFAULT_CLIENT_OPTIONS: Dict[str, Any] = {
@@ -67,32 +68,6 @@ def url_kind(url: str) -> str:
     if scheme == "sentinel":
         return "sentinel"
     return "single"
-
-
-def _redact_one(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unreadable URL>"
-    netloc, query = parts.netloc, parts.query
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.split(':', 1)[0]}:***@{host}"
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs], safe="*/")
-    if (netloc, query) == (parts.netloc, parts.query):
-        return url
-    # Spelled by hand: urlunsplit drops the "//" of a URL without a host (unix:///path).
-    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "") + \
-        (f"#{parts.fragment}" if parts.fragment else "")
-
-
-def redact(url: Union[str, Sequence[str]]) -> str:
-    """The lock URL (or URLs) fit for a log line: passwords, in the netloc or the query, as ``***``."""
-    if isinstance(url, str):
-        return ";".join(_redact_one(part) for part in url.split(";"))
-    return ", ".join(redact(one) for one in url)
 
 
 def _split(options: Optional[Mapping[str, Any]]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
@@ -135,7 +110,7 @@ def _cluster_client(url: str, kwargs: Dict[str, Any]) -> Any:
     auth, _, hosts = netloc.rpartition("@")
     nodes = [h for h in hosts.split(",") if h]
     if not nodes:
-        raise ValueError(f"cluster URL {url!r} names no node")
+        raise ValueError(f"cluster URL {redact(url)!r} names no node")
     first = f"{scheme}://{auth + '@' if auth else ''}{nodes[0]}/{tail}"
     startup: List[ClusterNode] = []
     for node in nodes[1:]:
@@ -154,7 +129,7 @@ def _sentinel_client(url: str, kwargs: Dict[str, Any], ours: Mapping[str, Any]) 
                          "as kombu does")
     sentinels: List[Tuple[str, int]] = []
     master_kwargs: Dict[str, Any] = {}
-    for one in filter(None, (part.strip() for part in url.split(";"))):
+    for one in filter(None, split_urls(url)):
         parts = urlsplit(one)
         sentinels.append((parts.hostname or "127.0.0.1", parts.port or 26379))
         if parts.password is not None and "password" not in master_kwargs:

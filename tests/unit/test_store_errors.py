@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import redis.exceptions as rex
 
-from celery_singleton_lock.store.connect import redact
+from celery_singleton_lock.store import redact
 from celery_singleton_lock.store.errors import SCRIPT_COMMANDS, error_text, is_permanent, permanent_problem
 from celery_singleton_lock.store.quorum import QuorumUnavailable
 
