@@ -18,7 +18,7 @@ from .childwatch import ChildWatch
 from .exceptions import ConfigurationError
 from .settings import AppSettings, broker_url, resolve_settings
 from .store import (STORE_ERRORS, KeyLayout, Lease, LockBackend, ProbeFailed, Renewer, error_text, open_store,
-                    permanent_problem, probe_store, redact)
+                    permanent_problem, probe_store, redact, unverified_tls)
 
 __all__ = ["LockRuntime", "runtime_for", "peek_runtime", "check_lock_store"]
 
@@ -102,7 +102,8 @@ def check_lock_store(app: Any) -> Optional[str]:
     Raises :class:`ConfigurationError` when it is set up wrong (on any master of a
     quorum): that does not pass by waiting. Returns a warning when it is merely
     unreachable (the worker may start: tasks follow ``on_lock_error`` until it
-    answers), ``None`` when all is well or the app has no locked task.
+    answers) or talked to over TLS that verifies nothing, ``None`` when all is
+    well or the app has no locked task.
     """
     from .task import LockedTask
 
@@ -142,7 +143,10 @@ def check_lock_store(app: Any) -> Optional[str]:
             store.close()
     if problems:
         raise ConfigurationError("the lock store is set up wrong: " + "; ".join(problems))
+    warnings = [f"TLS to {redact(url)} verifies no certificate (ssl_cert_reqs is none): anyone on the network "
+                "path can pose as the lock store; give ssl_ca_certs instead (docs/security.md, TLS)"
+                for url in urls if unverified_tls(url, settings.transport_options)]
     if outages:
-        return (f"the lock store is unreachable at worker start: {'; '.join(outages)}; starting anyway, and "
-                "until it answers every locked task follows its on_lock_error")
-    return None
+        warnings.append(f"the lock store is unreachable at worker start: {'; '.join(outages)}; starting anyway, "
+                        "and until it answers every locked task follows its on_lock_error")
+    return "; ".join(warnings) or None

@@ -11,6 +11,7 @@ from .connect import connect, open_store
 from .redaction import ambiguous_credentials, redact, redact_options, split_urls
 from .errors import STORE_ERRORS, error_text, is_permanent, permanent_problem
 from .heartbeat import Renewer
+from .tls import unverified_tls
 from .lease import Lease
 from .keys import DEFAULT_PREFIX, KeyLayout, LockKeys
 from .memory import MemoryBackend
@@ -23,6 +24,6 @@ __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict
            "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "MemoryBackend", "KeyLayout",
            "LockKeys", "DEFAULT_PREFIX",
            "Lease", "Renewer", "connect", "open_store", "redact", "redact_options", "split_urls",
-           "ambiguous_credentials", "STORE_ERRORS", "error_text", "is_permanent",
+           "ambiguous_credentials", "unverified_tls", "STORE_ERRORS", "error_text", "is_permanent",
            "permanent_problem", "ProbeFailed", "probe_store", "LockRecord", "ClearResult", "scan_locks", "read_lock",
            "find_locks", "clear_lock", "record"]

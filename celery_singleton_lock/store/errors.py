@@ -5,7 +5,8 @@ loading its data, a cluster slot moving) passes: retrying later is the right
 answer, and a task's ``on_lock_error`` decides what to do meanwhile. A lock
 store that is set up wrong (a wrong password, an ACL user that lacks a command,
 a read-only replica, a database index the server does not have) answers the
-same way on every try: retrying forever hides it, and running the body without
+same way on every try, and so does a TLS certificate that does not verify:
+retrying forever hides it, and running the body without
 its lock because of it would turn a typo into duplicate runs. Such an error is
 *permanent*; :func:`permanent_problem` says what is wrong and what to do.
 
@@ -21,6 +22,7 @@ from typing import Any, Dict, Optional, Tuple, Type
 import redis.exceptions as rex
 
 from . import scripts
+from .tls import verification_failure
 
 __all__ = ["error_text", "permanent_problem", "is_permanent", "SCRIPT_COMMANDS", "STORE_ERRORS"]
 
@@ -98,6 +100,12 @@ def permanent_problem(exc: BaseException, script: Optional[str] = None) -> Optio
     if "db index" in lowered or "invalid database" in lowered:
         return (f"the database index does not exist on this server ({error_text(exc)}): pick a database below "
                 "the server's `databases` setting in singleton_lock_url")
+    refused_certificate = verification_failure(exc)
+    if refused_certificate is not None:
+        return (f"TLS verification of the lock store failed ({refused_certificate}): either the server is not "
+                "the one the URL names (someone may pose as it), or this client is set up wrong: give ssl_ca_certs "
+                "the CA that signed the server's certificate, reach the server by a name that certificate "
+                "carries, and, when the server asks for one, give a client certificate (docs/security.md, TLS)")
     if isinstance(exc, (rex.ConnectionError, rex.TimeoutError, OSError)):
         return None  # also a read-only master a Sentinel client dropped: it finds the new one
     if not isinstance(exc, rex.ResponseError):
