@@ -13,6 +13,7 @@ from .exceptions import (
 )
 from .censor import install_censor as _install_censor
 from .handle import ExecutionLock
+from .printable import install_log_filter as _install_log_filter
 from .receivers import connect_receivers as _connect_receivers
 from .signals import lock_acquired, lock_conflict, lock_lost, lock_released
 from .task import LockedTask
@@ -36,3 +37,4 @@ __version__ = "0.1.0"
 
 _connect_receivers()
 _install_censor()
+_install_log_filter()

@@ -34,6 +34,7 @@ import redis
 from celery.bin.base import handle_preload_options
 
 from .exceptions import ConfigurationError
+from .printable import printable
 from .settings import resolve_settings
 from .runtime import LockRuntime, runtime_for
 from .store import LockRecord, clear_lock, error_text, find_locks, permanent_problem, redact, scan_locks
@@ -128,6 +129,7 @@ def _table(records: Sequence[LockRecord]) -> str:
     rows = [(r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), r.state,
              r.task_id or "?", r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms),
              _flags(r)) for r in records]
+    rows = [tuple(printable(cell) for cell in row) for row in rows]  # a task id or host is anyone's to choose
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in [header, *rows])
@@ -139,7 +141,7 @@ def _one(runtime: LockRuntime, key: str) -> LockRecord:
         _fail(f"no lock named {key!r} under prefix {runtime.layout.prefix!r} (released already, or a typo?)")
     if len(found) > 1:
         _fail(f"{key!r} names {len(found)} locks; give more characters or the full key:\n"
-              + "\n".join(f"  {r.key}" for r in found))
+              + "\n".join(f"  {printable(r.key)}" for r in found))
     return found[0]
 
 
@@ -190,7 +192,7 @@ def show(ctx: click.Context, key: str, as_json: bool) -> None:
          else "-"),
         ("flags", _flags(record)), ("verdict", record.reason),
     ):
-        click.echo(f"{label:>15}: {value}")
+        click.echo(f"{label:>15}: {printable(value)}")
 
 
 @locks.command()
@@ -215,7 +217,7 @@ def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bo
     runtime = _runtime(ctx)
     if key is not None:
         result = clear_lock(runtime.store, _one(runtime, key), force=force)
-        click.echo(result.message, err=not result.cleared)
+        click.echo(printable(result.message), err=not result.cleared)
         sys.exit(0 if result.cleared else 1)
     cleared = kept = 0
     for record in scan_locks(_client(runtime), runtime.layout, task):
@@ -224,7 +226,7 @@ def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bo
             continue
         result = clear_lock(runtime.store, record)
         cleared += result.cleared
-        click.echo(result.message)
+        click.echo(printable(result.message))
     scope = f"task {task}" if task else f"prefix {runtime.layout.prefix!r}"
     click.echo(f"cleared {cleared} stale lock(s) of {scope}; left {kept} live lock(s) alone")
 
