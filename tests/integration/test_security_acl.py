@@ -36,6 +36,8 @@ from tests.support.waits import wait_for
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PREFIX = "csltest"
 TASK = "acl.job"
+#: The documented addition for a lock URL with a database other than 0.
+OTHER_DB = "database other than 0"
 #: A health check before (nearly) every command, so PING is exercised as a long-lived worker sends it.
 EAGER_HEALTH_CHECKS: Dict[str, Any] = {"health_check_interval": 0.001}
 
@@ -158,7 +160,7 @@ def test_the_doc_names_every_key_the_library_writes():
 
 
 def test_every_lock_operation_runs_under_the_documented_user(acl_server, documented):
-    acl_server.apply(documented.setuser_args(PREFIX, acl_server.password))
+    acl_server.apply(documented.setuser_args(PREFIX, acl_server.password, plus=documented.additions[OTHER_DB]))
 
     exercise_everything(acl_server)
 
@@ -168,8 +170,9 @@ def test_every_lock_operation_runs_under_the_documented_user(acl_server, documen
 def test_no_documented_command_is_spare(acl_server, documented):
     """Without any one of them, Redis refuses some lock operation (the line is minimal)."""
     spare = []
-    for command in documented.commands:
-        acl_server.apply(documented.setuser_args(PREFIX, acl_server.password, without=[command]))
+    for command in documented.commands + documented.additions[OTHER_DB]:
+        acl_server.apply(documented.setuser_args(PREFIX, acl_server.password, without=[command],
+                                                 plus=[c for c in documented.additions[OTHER_DB] if c != command]))
         try:
             exercise_everything(acl_server)
         except Exception:
@@ -179,18 +182,89 @@ def test_no_documented_command_is_spare(acl_server, documented):
     assert spare == [], f"documented in docs/security.md but never needed: {spare}"
 
 
+def test_the_base_line_alone_serves_a_lock_store_in_database_0(acl_server, documented):
+    acl_server.apply(documented.setuser_args(PREFIX, acl_server.password))
+    store = open_store(acl_server.user_url(0), EAGER_HEALTH_CHECKS)
+    try:
+        exercise_store(store, KeyLayout(PREFIX))
+    finally:
+        store.close()
+
+    assert acl_server.denials() == []
+
+
+def test_without_select_the_user_cannot_list_another_databases_keys_but_info_counts_them(acl_server, documented):
+    """What the doc says a database of its own does not contain: only a Redis of its own does."""
+    acl_server.apply(documented.setuser_args(PREFIX, acl_server.password))
+    admin = acl_server.admin(1)
+    admin.set("broker-queue", "x")
+    admin.close()
+    client = redis.Redis.from_url(acl_server.user_url(0), decode_responses=True)
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.execute_command("SELECT", 1)
+        assert client.info("keyspace")["db1"]["keys"] == 1  # +info, which the scripts need, shows every db's size
+        admin = acl_server.admin(0)
+        admin.set("same-database-key", "x")
+        admin.close()
+        assert "same-database-key" in set(client.scan_iter())  # SCAN lists every key name of its database
+    finally:
+        client.close()
+
+
 def test_the_user_cannot_touch_keys_outside_its_prefix(acl_server, documented):
     acl_server.apply(documented.setuser_args(PREFIX, acl_server.password))
-    client = redis.Redis.from_url(acl_server.user_url(1))
+    client = redis.Redis.from_url(acl_server.user_url(0))
     try:
         with pytest.raises(redis.exceptions.NoPermissionError):
             client.delete("celery")  # a broker queue's name
         with pytest.raises(redis.exceptions.NoPermissionError):
             client.eval("return redis.call('del', KEYS[1])", 1, "celery")  # not through a script either
+        sha = client.script_load("return redis.call('del', KEYS[1])")
         with pytest.raises(redis.exceptions.NoPermissionError):
-            client.flushdb()
+            client.evalsha(sha, 1, "celery")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.publish("celery-events", "forged")  # a channel outside the prefix
+        for command in (("FLUSHDB",), ("CONFIG", "GET", "*"), ("KEYS", "*"), ("ACL", "LIST"),
+                        ("MONITOR",), ("SHUTDOWN",)):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                client.execute_command(*command)
     finally:
         client.close()
+
+
+def test_what_the_user_can_do_to_locks_it_does_not_hold(acl_server, documented):
+    """The threat model's list, shown: the lock credential is the locks; guard it like the broker's."""
+    acl_server.apply(documented.setuser_args(PREFIX, acl_server.password))
+    layout = KeyLayout(PREFIX)
+    store = open_store(acl_server.user_url(0))
+    client = redis.Redis.from_url(acl_server.user_url(0), decode_responses=True)
+    try:
+        key, fence = layout.lock(TASK, "a" * 32), layout.fence(TASK, "a" * 32)
+        assert isinstance(store.acquire(key, "holder", 60_000, _holder("id-holder")), Grant)
+        first = store.fence(key, fence, "holder")
+        # read who holds it, token included, and delete it: a duplicate may now run beside the holder
+        assert "holder" in client.get(key)
+        assert client.delete(key) == 1
+        # forge a holder of a key, with no expiry: its calls are duplicates until someone clears it
+        client.set(key, "forged")
+        assert client.pttl(key) == -1 and isinstance(store.acquire(key, "t", 60_000, _holder("id-2")), Conflict)
+        client.delete(key)
+        # move the fencing counter up, past what a script's numbers count exactly: a fencing token repeats
+        client.set(fence, 2 ** 60)
+        fences = []
+        for token in ("next", "after"):
+            assert isinstance(store.acquire(key, token, 60_000, _holder(f"id-{token}")), Grant)
+            fences.append(store.fence(key, fence, token))
+            assert store.release(key, token)
+        assert first < fences[0] and fences[1] <= fences[0]
+        # load and run any script of its own (one that loops would stall the server for every client)
+        sha = client.script_load("redis.call('set', KEYS[1], ARGV[1]) return redis.call('get', KEYS[1])")
+        assert client.evalsha(sha, 1, key + ":own", "mine") == "mine"
+    finally:
+        client.close()
+        store.close()
+    assert acl_server.denials() == []
 
 
 def _ask_redirection(cluster: LocalCluster, store: Any, layout: KeyLayout) -> None:
@@ -259,7 +333,7 @@ def test_sentinel_with_replica_ack_needs_the_documented_lines_on_every_server(re
         watcher.execute_command("ACL", "SETUSER", *documented.other_args("Sentinel", "spw"))
         watcher.execute_command("ACL", "LOG", "RESET")
         watcher.close()
-        store = open_store(f"sentinel://{documented.user}:pw@127.0.0.1:{group.sentinel_port}/1",
+        store = open_store(f"sentinel://{documented.user}:pw@127.0.0.1:{group.sentinel_port}/0",
                            {"master_name": group.master_name, "replica_ack": 1, "replica_ack_timeout": 2,
                             "sentinel_kwargs": {"username": sentinel_user, "password": "spw"}})
         try:
@@ -309,9 +383,9 @@ def test_workers_publishers_and_the_cli_run_under_the_documented_user(acl_server
                                                                       events_redis):
     """(The server is set up first so that it outlives the workers: their shutdown releases too.)"""
     acl_server.apply(documented.setuser_args(PREFIX, acl_server.password))
-    url = acl_server.user_url(1)
+    url = acl_server.user_url(0)
     env = worker_env(url)
-    store = acl_server.admin(1)
+    store = acl_server.admin(0)
     with app_on(proj, url):
         worker = start_worker(concurrency=3, env=env)
 
