@@ -126,10 +126,10 @@ def _public(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
 
 def _table(records: Sequence[LockRecord]) -> str:
     header = ("TASK", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS")
-    rows = [(r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), r.state,
-             r.task_id or "?", r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms),
-             _flags(r)) for r in records]
-    rows = [tuple(printable(cell) for cell in row) for row in rows]  # a task id or host is anyone's to choose
+    # A task id or a host is anyone's to choose: shown escaped, it cannot forge a row.
+    rows = [tuple(printable(cell) for cell in (
+        r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), r.state, r.task_id or "?",
+        r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms), _flags(r))) for r in records]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in [header, *rows])
