@@ -10,6 +10,7 @@ from .exceptions import (
     LockLostError,
     SingletonLockError,
     UnencodableArgumentError,
+    UnserializableArgumentError,
 )
 from .handle import ExecutionLock
 from .receivers import connect_receivers as _connect_receivers
@@ -22,6 +23,7 @@ __all__ = [
     "SingletonLockError",
     "ConfigurationError",
     "UnencodableArgumentError",
+    "UnserializableArgumentError",
     "LockedError",
     "LockLostError",
     "LockBackendError",
