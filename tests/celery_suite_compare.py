@@ -20,9 +20,12 @@ NODE_ID = re.compile(r"`(t/unit/[\w/]+\.py::[^`\s]+)`")
 
 
 def failed(junit_xml: str) -> Set[str]:
-    """Node ids of the tests that failed or errored in one run."""
+    """Node ids of the tests that failed or errored in one run (which must have run some)."""
     ids = set()
-    for case in ET.parse(junit_xml).iter("testcase"):
+    cases = list(ET.parse(junit_xml).iter("testcase"))
+    if not cases:
+        raise SystemExit(f"{junit_xml}: no test ran")
+    for case in cases:
         if case.find("failure") is None and case.find("error") is None:
             continue
         # classname is the module's dotted path, then its classes: t.unit.tasks.test_tasks.test_tasks
