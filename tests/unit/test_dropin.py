@@ -51,7 +51,7 @@ def app(make_app: MakeApp) -> Celery:
 def test_untyped_calls_are_published_as_celery_publishes_them(make_app, untyped):
     app = make_app(**untyped.get("app", {}))
 
-    @app.task(base=LockedTask, **untyped.get("task", {}))
+    @app.task(shared=False, base=LockedTask, **untyped.get("task", {}))
     def add(x, y, kw=1):
         pass
 
@@ -66,7 +66,7 @@ def test_untyped_calls_are_published_as_celery_publishes_them(make_app, untyped)
 
 
 def test_typed_calls_that_do_not_fit_are_still_refused(app):
-    @app.task(base=LockedTask)
+    @app.task(shared=False, base=LockedTask)
     def add(x, y):
         pass
 
@@ -76,7 +76,7 @@ def test_typed_calls_that_do_not_fit_are_still_refused(app):
 
 # -- the shape of a call ----------------------------------------------------------------------------
 def test_arguments_of_the_wrong_shape_get_celerys_type_error(app):
-    @app.task(base=LockedTask)
+    @app.task(shared=False, base=LockedTask)
     def task(*args, **kwargs):
         pass
 
@@ -89,7 +89,7 @@ def test_arguments_of_the_wrong_shape_get_celerys_type_error(app):
 # -- arguments the serializer refuses ---------------------------------------------------------------
 @pytest.mark.parametrize("scope", ["running", "queued_or_running"])
 def test_an_argument_the_serializer_refuses_is_an_encode_error_naming_the_parameter(app, scope):
-    @app.task(base=LockedTask, lock_scope=scope)
+    @app.task(shared=False, base=LockedTask, lock_scope=scope)
     def task(x):
         pass
 
@@ -104,7 +104,7 @@ def test_an_argument_only_the_lock_key_refuses_is_no_encode_error(make_app):
     app = make_app()
     app.conf.update(task_serializer="pickle", accept_content=["pickle"])
 
-    @app.task(base=LockedTask)
+    @app.task(shared=False, base=LockedTask)
     def task(x):
         pass
 
@@ -117,7 +117,7 @@ def test_sets_have_a_key_under_pickle(make_app):
     app = make_app()
     app.conf.update(task_serializer="pickle", accept_content=["pickle"])
 
-    @app.task(base=LockedTask)
+    @app.task(shared=False, base=LockedTask)
     def task(x):
         pass
 
@@ -130,7 +130,7 @@ def test_sets_have_a_key_under_pickle(make_app):
 def test_a_task_calling_itself_as_a_function_makes_a_plain_call(app):
     seen = []
 
-    @app.task(base=LockedTask, bind=True, lock_wait_timeout=5, on_locked="wait")
+    @app.task(shared=False, base=LockedTask, bind=True, lock_wait_timeout=5, on_locked="wait")
     def countdown(self, i):
         outer_lock = self.lock
         inner = countdown(i - 1) if i else None  # the same task, called as a function
@@ -152,7 +152,7 @@ def test_a_task_calling_itself_as_a_function_makes_a_plain_call(app):
 
 
 def test_a_nested_call_with_the_same_arguments_does_not_wait_for_itself(app):
-    @app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="wait", lock_wait_timeout=5)
+    @app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="wait", lock_wait_timeout=5)
     def again(self, key, depth=0):
         return depth if depth else again(key, depth=1)  # the same lock key as the running execution
 
@@ -161,11 +161,11 @@ def test_a_nested_call_with_the_same_arguments_does_not_wait_for_itself(app):
 
 # -- on_locked="raise" ------------------------------------------------------------------------------
 def test_a_refused_duplicate_is_an_expected_error(app):
-    @app.task(base=LockedTask, on_locked="raise")
+    @app.task(shared=False, base=LockedTask, on_locked="raise")
     def raising(x):
         pass
 
-    @app.task(base=LockedTask, on_locked="raise", throws=(KeyError,))
+    @app.task(shared=False, base=LockedTask, on_locked="raise", throws=(KeyError,))
     def own_throws(x):
         pass
 
@@ -178,7 +178,7 @@ def test_a_refused_duplicate_is_an_expected_error(app):
 
 
 def test_other_policies_leave_throws_alone(app):
-    @app.task(base=LockedTask)
+    @app.task(shared=False, base=LockedTask)
     def skipping(x):
         pass
 
