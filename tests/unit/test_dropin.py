@@ -100,7 +100,9 @@ def test_an_argument_the_serializer_refuses_is_an_encode_error_naming_the_parame
     assert info.value.parameter == "x" and "lock_key" in str(info.value)
 
 
-def test_an_argument_only_the_lock_key_refuses_is_no_encode_error(make_app):
+@pytest.fixture
+def pickled(make_app: MakeApp) -> Any:
+    """A task of one parameter, on an app whose messages are pickled (pickle carries any object)."""
     app = make_app()
     app.conf.update(task_serializer="pickle", accept_content=["pickle"])
 
@@ -108,22 +110,19 @@ def test_an_argument_only_the_lock_key_refuses_is_no_encode_error(make_app):
     def task(x):
         pass
 
+    return task
+
+
+def test_an_argument_only_the_lock_key_refuses_is_no_encode_error(pickled):
     with pytest.raises(UnencodableArgumentError, match="argument 'x' cannot be used in a lock key.*lock_key") as info:
-        task.delay(ValueError("no canonical form"))
+        pickled.delay(ValueError("no canonical form"))
     assert not isinstance(info.value, EncodeError)
 
 
-def test_sets_have_a_key_under_pickle(make_app):
-    app = make_app()
-    app.conf.update(task_serializer="pickle", accept_content=["pickle"])
-
-    @app.task(shared=False, base=LockedTask)
-    def task(x):
-        pass
-
-    task.delay({3, 1, 2})
-    assert task.lock_digest(({1, 2, 3},), {}) == task.lock_digest((frozenset([3, 2, 1]),), {})
-    assert task.lock_digest(({1, 2},), {}) != task.lock_digest(([1, 2],), {})
+def test_sets_have_a_key_under_pickle(pickled):
+    pickled.delay({3, 1, 2})
+    assert pickled.lock_digest(({1, 2, 3},), {}) == pickled.lock_digest((frozenset([3, 2, 1]),), {})
+    assert pickled.lock_digest(({1, 2},), {}) != pickled.lock_digest(([1, 2],), {})
 
 
 # -- a task calling itself as a function ------------------------------------------------------------
