@@ -52,8 +52,8 @@ from . import headers, signals
 from .arguments import ArgumentKey, is_digest
 from .decisions import PublishUnlocked, Refuse, SkipAtEnqueue
 from .exceptions import ConfigurationError, LockBackendError, UnencodableArgumentError
-from .refusals import serializer_refused
 from .policy import ON_LOCKED
+from .refusals import serializer_refused
 from .runtime import runtime_for
 from .store import STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact
 
