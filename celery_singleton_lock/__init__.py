@@ -10,6 +10,7 @@ from .exceptions import (
     LockLostError,
     SingletonLockError,
     UnencodableArgumentError,
+    UnserializableArgumentError,
 )
 from .censor import install_censor as _install_censor
 from .handle import ExecutionLock
@@ -24,6 +25,7 @@ __all__ = [
     "SingletonLockError",
     "ConfigurationError",
     "UnencodableArgumentError",
+    "UnserializableArgumentError",
     "LockedError",
     "LockLostError",
     "LockBackendError",

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 from .encoding import canonical_arguments, canonical_json, delivered_unchanged, digest, is_digest
 from .exceptions import ConfigurationError, UnencodableArgumentError
 
-__all__ = ["ArgumentKey", "LockKeySpec", "Deliver", "canonical_json", "digest", "is_digest"]
+__all__ = ["ArgumentKey", "LockKeySpec", "Deliver", "check_call_shape", "canonical_json", "digest", "is_digest"]
 
 #: What ``lock_key`` may be: every argument, some parameter names, or a function of the call.
 LockKeySpec = Union[None, Tuple[str, ...], Callable[..., str]]
@@ -30,6 +30,18 @@ LockKeySpec = Union[None, Tuple[str, ...], Callable[..., str]]
 Deliver = Callable[[Sequence[Any], Mapping[str, Any]], Tuple[Sequence[Any], Mapping[str, Any]]]
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+#: Where a call that does not fit the signature keeps what no parameter takes (no parameter
+#: can have these names, so such a call never shares a key with one that fits).
+_EXTRA_ARGS, _EXTRA_KWARGS = "*", "**"
+
+
+def check_call_shape(args: Any, kwargs: Any) -> None:
+    """Refuse what Celery refuses to publish, with its words: ``args`` not a list or tuple,
+    ``kwargs`` not a mapping (before the key is derived from them)."""
+    if args and not isinstance(args, (list, tuple)):
+        raise TypeError("task args must be a list or tuple")
+    if kwargs and not isinstance(kwargs, Mapping):
+        raise TypeError("task keyword arguments must be a mapping")
 
 
 class ArgumentKey:
@@ -39,11 +51,15 @@ class ArgumentKey:
     called on the hot path of every publish and every execution.
     """
 
-    __slots__ = ("task_name", "_spec", "_signature", "_names", "_defaults", "_fast", "_selected")
+    __slots__ = ("task_name", "_spec", "_signature", "_names", "_defaults", "_fast", "_selected", "_strict")
 
-    def __init__(self, task_name: str, func: Callable[..., Any], spec: LockKeySpec = None) -> None:
+    def __init__(self, task_name: str, func: Callable[..., Any], spec: LockKeySpec = None,
+                 strict: bool = True) -> None:
         self.task_name = task_name
         self._spec = spec
+        #: Whether a call that does not fit the signature is refused (Celery's ``typing``); without
+        #: it such a call is published, as Celery publishes it, and keyed by what was passed.
+        self._strict = strict
         try:
             self._signature: Optional[inspect.Signature] = inspect.signature(func)
         except (TypeError, ValueError):  # builtins without a signature: key on the raw call
@@ -100,11 +116,44 @@ class ArgumentKey:
         """Map the call onto parameter names, defaults applied, as the body would see it."""
         if self._signature is None:
             return {"args": list(args), "kwargs": dict(kwargs)}
-        if self._fast:
-            return self._bind_fast(args, kwargs)
-        bound = self._signature.bind(*args, **kwargs)
+        try:
+            if self._fast:
+                return self._bind_fast(args, kwargs)
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError:
+            if self._strict:
+                raise
+            return self._bind_as_given(args, kwargs)
         bound.apply_defaults()
         return dict(bound.arguments)
+
+    def _bind_as_given(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+        """A call that does not fit the signature (``typing=False``), by what was passed: positional
+        arguments on the positional parameters they reach, keywords on the parameters they name,
+        defaults where a parameter is left free, and the rest under names no parameter has."""
+        params = list(self._signature.parameters.values())  # type: ignore[union-attr]
+        positional = [p.name for p in params if p.kind in _POSITIONAL]
+        keywords = {p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                         inspect.Parameter.KEYWORD_ONLY)}
+        values: Dict[str, Any] = dict(zip(positional, args))
+        extra_args, extra_kwargs = list(args[len(positional):]), {}
+        for name, value in kwargs.items():
+            if name in keywords and name not in values:
+                values[name] = value
+            else:
+                extra_kwargs[name] = value
+        for p in params:
+            if p.kind is inspect.Parameter.VAR_POSITIONAL:
+                values[p.name], extra_args = extra_args, []
+            elif p.kind is inspect.Parameter.VAR_KEYWORD:
+                values[p.name], extra_kwargs = extra_kwargs, {}
+            elif p.name not in values and p.default is not inspect.Parameter.empty:
+                values[p.name] = p.default
+        if extra_args:
+            values[_EXTRA_ARGS] = extra_args
+        if extra_kwargs:
+            values[_EXTRA_KWARGS] = extra_kwargs
+        return values
 
     def _bind_fast(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Dict[str, Any]:
         names = self._names
@@ -178,8 +227,8 @@ class ArgumentKey:
                 break
         raise UnencodableArgumentError(
             f"task {self.task_name!r}: argument {culprit!r} cannot be used in a lock key ({error}); "
-            "pass JSON-like values (str, int, float, bool, None, list, dict, datetime, date, time, "
-            "UUID, Decimal, bytes) or set lock_key to choose the parameters that decide the lock",
+            "pass JSON-like values (str, int, float, bool, None, list, dict, set, datetime, date, "
+            "time, UUID, Decimal, bytes) or set lock_key to choose the parameters that decide the lock",
             task=self.task_name,
             parameter=culprit,
         ) from error

@@ -13,6 +13,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple, Union
 
+from celery.exceptions import Reject, Retry
+
 from . import headers, signals
 from .runtime import LockRuntime, runtime_for
 from .store import STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, error_text, new_token
@@ -133,14 +135,17 @@ class Attempt:
         except STORE_ERRORS:
             return False  # the lock still keeps two copies from running at once
 
-    def completion(self, held_for: float) -> Optional[Completion]:
+    def completion(self, held_for: float, raised: Optional[BaseException] = None) -> Optional[Completion]:
         """What the release notes for later redeliveries of this message, if one may come.
 
-        The release notes the task id when a redelivered copy met the lock, when this delivery
-        is itself a redelivery, or when it ran long enough for the broker's visibility timeout to
-        hand the message out again (``lock_queue_ttl`` is how long it is remembered).
+        Only an execution that ended is noted: ``Reject`` (its message goes back to the queue, or
+        away) and ``Retry`` (a new message carries the task on) are no end, and the copies that
+        follow them must run. The release notes the task id when a redelivered copy met the lock,
+        when this delivery is itself a redelivery, or when it ran long enough for the broker's
+        visibility timeout to hand the message out again (``lock_queue_ttl`` is how long it is
+        remembered).
         """
-        if not self.notes_completions:
+        if not self.notes_completions or isinstance(raised, (Reject, Retry)):
             return None
         visibility = self.runtime.visibility_timeout
         always = headers.redelivered(self.request) or (visibility is not None and held_for >= visibility / 2)

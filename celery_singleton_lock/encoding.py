@@ -4,8 +4,9 @@ Plain JSON values are written as compact, key-sorted JSON, so types that JSON
 keeps apart stay apart (``1``, ``1.0`` and ``True`` differ) and a tuple equals
 a list. Types that the message serializers carry as tagged values (datetimes,
 dates, times, UUIDs, decimals, bytes) are written as tokens that JSON itself
-never produces (``!datetime"2020-01-01T00:00:00"``): no dict, string or list
-can share a text with them, so the encoding is injective. The writer keeps its
+never produces (``!datetime"2020-01-01T00:00:00"``), and so are sets, which
+pickle and YAML carry (``!set[...]``, their elements' texts sorted): no dict,
+string or list can share a text with them, so the encoding is injective. The writer keeps its
 own stack instead of recursing, so any nesting the serializer can carry can be
 keyed.
 
@@ -164,7 +165,20 @@ def _leaf(value: Any, where: str) -> Tuple[Optional[str], Any]:  # noqa: C901 - 
         return _tag("decimal", str(value)), None
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _tag("bytes", base64.b64encode(bytes(value)).decode("ascii")), None
+    if isinstance(value, (set, frozenset)):
+        return _set_text(value, where), None
     raise TypeError(f"{where}: a value of type {type(value).__name__} has no canonical JSON form")
+
+
+def _set_text(value: Collection[Any], where: str) -> str:
+    """A set has no order: its elements' texts, sorted, make it one text whatever the iteration order.
+
+    ``!set[...]`` is no JSON and no other tag; each element's text is self-delimiting, so the list
+    reads back one way only. A set and a frozenset of the same elements are equal in Python, and
+    are one value here. Elements are hashable, so a set cannot hold itself: the recursion is as
+    deep as frozensets nest.
+    """
+    return "!set[" + ",".join(sorted(canonical_json(item, where=where) for item in value)) + "]"
 
 
 def _flat(value: Any) -> bool:

@@ -9,6 +9,8 @@ because "which lock?" is the first question an operator asks.
     SingletonLockError
     ├── ConfigurationError          (also ValueError)  bad option or lock store set up wrong
     ├── UnencodableArgumentError    (also TypeError)   argument with no canonical form
+    │   └── UnserializableArgumentError  (also kombu's EncodeError)  ... which the task's
+    │                                                   serializer refuses too
     ├── LockedError                                    a duplicate met on_locked="raise"
     ├── LockLostError                                  the heartbeat found the lock gone
     └── LockBackendError                               Redis could not be reached (an outage)
@@ -18,10 +20,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from kombu.exceptions import EncodeError
+
 __all__ = [
     "SingletonLockError",
     "ConfigurationError",
     "UnencodableArgumentError",
+    "UnserializableArgumentError",
     "LockedError",
     "LockLostError",
     "LockBackendError",
@@ -60,6 +65,14 @@ class UnencodableArgumentError(SingletonLockError, TypeError):
                  parameter: Optional[str] = None) -> None:
         super().__init__(message, task, key, parameter)
         self.parameter = parameter
+
+
+class UnserializableArgumentError(UnencodableArgumentError, EncodeError):
+    """An argument with no canonical encoding that the task's serializer cannot encode either.
+
+    Celery raises kombu's ``EncodeError`` for such a call; this error is one too, so code that
+    catches what Celery raises keeps catching it, and it still names the task and parameter.
+    """
 
 
 class LockedError(SingletonLockError):

@@ -5,7 +5,8 @@ how it ends                               noticed by              released by
 ========================================  ======================  ==========================================
 success, failure, exception, soft time    the pool child, as the  :func:`release_after_run` (compare-and-
 limit, ``self.retry()`` (not handed on),  body returns or raises  delete by token, noting a completion for
-``Ignore``/``Reject`` from the body                               ``acks_late`` redeliveries)
+``Ignore``/``Reject`` from the body                               ``acks_late`` redeliveries, unless the
+                                                                  body raised ``Reject`` or ``Retry``)
 ``self.retry()`` under                    the pool child, as the  :func:`hand_over` (the lock goes back to
 ``queued_or_running``                     body ends               the queue for the retry to adopt)
 asked for the lock but interrupted        the pool child          :func:`abandon` (by token: a no-op if the

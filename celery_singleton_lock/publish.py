@@ -53,6 +53,7 @@ from .arguments import ArgumentKey, is_digest
 from .decisions import PublishUnlocked, Refuse, SkipAtEnqueue
 from .exceptions import ConfigurationError, LockBackendError, UnencodableArgumentError
 from .policy import ON_LOCKED
+from .refusals import serializer_refused
 from .runtime import runtime_for
 from .store import STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact
 
@@ -106,7 +107,10 @@ def message_digest(task: Any, argument_key: ArgumentKey, args: Sequence[Any], kw
         try:
             content_type, encoding, body = dumps((list(call_args), dict(call_kwargs)), serializer=serializer)
         except EncodeError:
-            argument_key(call_args, call_kwargs)  # an argument with no canonical form: its error names it
+            try:
+                argument_key(call_args, call_kwargs)  # an argument with no canonical form: its error names it
+            except UnencodableArgumentError as error:
+                raise serializer_refused(error) from None
             raise  # what Celery itself raises for this call
         try:
             delivered_args, delivered_kwargs = loads(body, content_type, encoding)

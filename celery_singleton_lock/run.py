@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Mapping, NoReturn, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, NoReturn, Optional, Sequence
 
 from celery.exceptions import Ignore
 
@@ -25,16 +26,45 @@ from .policy import decide
 from .requeue import requeue
 from .store import STORE_ERRORS, Conflict, Lease, error_text, permanent_problem, redact
 
-__all__ = ["run_guarded", "HANDLE_ATTR"]
+__all__ = ["run_guarded", "in_own_execution", "lock_hidden", "current_lock", "HANDLE_ATTR"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
 #: Request-context attribute holding the execution's :class:`ExecutionLock`.
 HANDLE_ATTR = "_singleton_lock_handle"
+#: Request-context attribute set while the request's execution runs under :func:`run_guarded`.
+RUNNING_ATTR = "_singleton_lock_running"
 
 
 def run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any]) -> Any:
     """Run ``body`` while holding the call's lock, or do what the duplicate policy decides."""
+    request = task.request
+    setattr(request, RUNNING_ATTR, True)
+    try:
+        return _run_guarded(task, args, kwargs, body)
+    finally:
+        setattr(request, RUNNING_ATTR, False)
+
+
+def in_own_execution(request: Any) -> bool:
+    """Whether ``request`` is (or, from Celery 5.5, was copied from) one whose execution runs now:
+    a call of the task then is its body calling it as a plain function."""
+    return bool(getattr(request, RUNNING_ATTR, False))
+
+
+@contextmanager
+def lock_hidden(request: Any) -> Iterator[None]:
+    """For a plain call inside an execution: the request Celery pushes for it (a copy of this one
+    from Celery 5.5) holds no lock, and the execution keeps its own."""
+    handle = getattr(request, HANDLE_ATTR, None)
+    setattr(request, HANDLE_ATTR, None)
+    try:
+        yield
+    finally:
+        setattr(request, HANDLE_ATTR, handle)
+
+
+def _run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any]) -> Any:
     skipped_for = task.request.get(headers.SKIPPED)
     if skipped_for:
         # A duplicate at enqueue, published only so that what follows it (a chain, a chord) goes on.
@@ -85,11 +115,15 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
     handle = ExecutionLock(attempt.key, attempt.token, attempt.ask_fence, attempt.task.name, attempt.request.id,
                            lease)
     lease.context = handle
+    raised: Optional[BaseException] = None
     try:  # from here on, whatever happens, the lock is let go of
         runtime.renewer.hold(lease)
         setattr(attempt.request, HANDLE_ATTR, handle)
         signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle)
         return body()
+    except BaseException as exc:
+        raised = exc
+        raise
     finally:
         setattr(attempt.request, HANDLE_ATTR, None)
         if handle.hand_over_ms is not None:
@@ -97,7 +131,7 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
             hand_over(runtime, lease, handle.hand_over_ms)
         else:
             release_after_run(runtime, lease, attempt.task, attempt.request.id,
-                              attempt.completion(time.monotonic() - started))
+                              attempt.completion(time.monotonic() - started, raised))
 
 
 def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any],

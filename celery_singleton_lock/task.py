@@ -24,12 +24,14 @@ from typing import Any, ClassVar, Iterator, Mapping, Optional, Sequence, Tuple
 from celery import Task
 
 from . import headers
-from .arguments import ArgumentKey, LockKeySpec
+from .arguments import ArgumentKey, LockKeySpec, check_call_shape
+from .exceptions import LockedError
 from .handle import ExecutionLock
 from .options import LockOptions, refuse_unknown_options, resolve_options
 from .settings import resolve_settings
 from .publish import CallOptions, publish_locked
-from .run import current_lock, run_guarded
+from .refusals import publish_digest
+from .run import current_lock, in_own_execution, lock_hidden, run_guarded
 
 __all__ = ["LockedTask"]
 
@@ -82,8 +84,11 @@ class LockedTask(Task):
         resolve_settings(app.conf)  # the app's lock settings too: a wrong URL or prefix fails now, not per task
         refuse_unknown_options(cls.name, _own_attributes(cls), _class_names())
         options = resolve_options(cls.name, lambda attr: getattr(cls, attr, None), app.conf)
-        argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key)
+        argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key, strict=cls.typing is not False)
         cls._singleton_lock_resolved = (app, options, argument_key)
+        if options.on_locked == "raise" and not issubclass(LockedError, tuple(cls.throws)):
+            # A duplicate refused is an expected outcome: the worker logs one line, not a traceback.
+            cls.throws = (*cls.throws, LockedError)
         return options, argument_key
 
     def singleton_lock(self) -> Tuple[LockOptions, ArgumentKey]:
@@ -103,9 +108,14 @@ class LockedTask(Task):
         return current_lock(self.request)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.request.called_directly:
+        request = self.request
+        if request.called_directly:
             # A plain function call (``task(x)``) is not a task execution: no lock, as in Celery.
             return super().__call__(*args, **kwargs)
+        if in_own_execution(request):
+            # The body calling its own task as a function (``return foo(i - 1)``): a plain call too.
+            with lock_hidden(request):
+                return super().__call__(*args, **kwargs)
         if super(LockedTask, type(self)).__call__ is Task.__call__:
             # Celery's tracer has pushed this task and its request already. Celery's own
             # Task.__call__ would push another on top, which before Celery 5.5 is a fresh one:
@@ -118,11 +128,12 @@ class LockedTask(Task):
                     producer: Any = None, link: Any = None, link_error: Any = None, shadow: Any = None,
                     **options: Any) -> Any:
         """Publish; a ``queued*`` task first takes its enqueue lock (see :mod:`.enqueue`)."""
+        check_call_shape(args, kwargs)
         lock_options = self.singleton_lock()[0]
         if not lock_options.at_enqueue or self.app.conf.task_always_eager:
             # Eager runs take the run lock inside apply(); either way, arguments without
             # a lock key are refused before anything is published.
-            self.lock_digest(args or (), kwargs or {})
+            publish_digest(self, args or (), kwargs or {}, options.get("serializer"))
             own = self.lock if task_id is not None and task_id == self.request.id else None
             if own is not None:
                 # self.retry(): the retry may start while this execution still finishes; it waits for it.

@@ -16,6 +16,7 @@ import time
 
 import redis
 from celery import Celery, Task
+from celery.exceptions import Reject
 
 from celery_singleton_lock import LockedTask, LockLostError
 
@@ -129,6 +130,24 @@ def quick_ttl(self, key, duration=30.0):
 def failing(self, key):
     events().rpush("started", json.dumps(dict(task=self.name, id=self.request.id, key=key)))
     raise ValueError(f"boom {key}")
+
+
+def _reject_until(task, key, times: int) -> int:
+    """Ask for the message back (``Reject(requeue=True)``) ``times`` times, then succeed."""
+    delivery = events().rpush(f"deliveries:{task.name}", json.dumps(dict(id=task.request.id, key=key)))
+    if delivery <= times:
+        raise Reject(f"not yet ({delivery})", requeue=True)
+    return delivery
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), acks_late=True)
+def rejecting(self, key, times=3):
+    return _reject_until(self, key, times)
+
+
+@app.task(bind=True, acks_late=True)
+def rejecting_plain(self, key, times=3):  # the same body as a plain Celery task, to compare with
+    return _reject_until(self, key, times)
 
 
 @app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1)

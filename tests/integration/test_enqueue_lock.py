@@ -222,13 +222,18 @@ def test_a_refused_duplicate_is_never_announced_to_before_task_publish(proj, bro
 
 
 def test_unencodable_arguments_are_refused_before_publishing(proj, lock_redis, broker_redis):
+    from kombu.exceptions import EncodeError
+
     from celery_singleton_lock import UnencodableArgumentError
 
     with pytest.raises(UnencodableArgumentError) as info:
         proj.qor_job.delay(object())
     assert info.value.parameter == "key" and "qor_job" in str(info.value)
-    with pytest.raises(TypeError):
-        proj.storm.delay({1, 2})  # running scope: refused at publish too
+    assert isinstance(info.value, EncodeError)  # JSON cannot carry it either: what Celery raises
+    with pytest.raises(UnencodableArgumentError):
+        proj.storm.delay(object())  # running scope: refused at publish too
+    with pytest.raises(EncodeError):
+        proj.storm.delay({1, 2})  # a set has a key, but JSON cannot carry it: Celery's own error
     assert lock_keys(lock_redis) == [] and queued_messages(broker_redis) == 0
 
 

@@ -242,7 +242,7 @@ def test_on_locked_wait_runs_right_after_release(proj, start_worker, events_redi
 def test_on_locked_raise_fails_with_locked_error(proj, start_worker, events_redis):
     from celery_singleton_lock import LockedError
 
-    start_worker(concurrency=2)
+    worker = start_worker(concurrency=2)
     first = proj.policy_raise.delay("k")
     wait_started(events_redis, 1)
     second = proj.policy_raise.delay("k")
@@ -252,6 +252,9 @@ def test_on_locked_raise_fails_with_locked_error(proj, start_worker, events_redi
     assert second.state == "FAILURE"
     assert first.id in str(info.value)
     assert first.get(timeout=20)
+    # An expected outcome (Task.throws): one INFO line, no ERROR with a traceback.
+    wait_for(lambda: f"[{second.id}] raised expected: LockedError" in worker.log(), 10, what="the duplicate's log line")
+    assert f"[{second.id}] raised unexpected" not in worker.log()
 
 
 def test_redis_stopped_at_acquire(proj, start_worker, events_redis, redis_server):
