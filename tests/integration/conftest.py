@@ -12,9 +12,11 @@ import redis
 
 from tests.integration.helpers import drop_runtime
 from tests.support.servers import RedisServer
-from tests.support.suite_redis import SuiteRedis, suite_redis
+from tests.support.suite_redis import SuiteRedis, fix_run_prefixes, suite_redis
 from tests.support.threads import no_thread_leaks  # noqa: F401 - an autouse fixture
 from tests.support.workers import Beat, Worker
+
+fix_run_prefixes()  # before any test module reads them
 
 
 @pytest.fixture(scope="session")

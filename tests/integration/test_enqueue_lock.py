@@ -60,7 +60,8 @@ def _run_beat(proj, start_worker, broker_redis, events_redis, task: str, seconds
     samples = []
     begin = time.monotonic()
     while time.monotonic() - begin < seconds:
-        samples.append((queued_messages(broker_redis), broker_redis.hlen(broker_key("unacked")), events_redis.scard("running")))
+        samples.append((queued_messages(broker_redis), broker_redis.hlen(broker_key("unacked")),
+                        events_redis.scard("running")))
         time.sleep(0.05)
     elapsed = time.monotonic() - begin
     beat.stop()

@@ -9,8 +9,9 @@ run (the lock prefix, kombu's ``global_keyprefix`` for broker and results), and 
 that prefix are ever deleted, found by SCAN MATCH. The task bodies' own records stay on a private
 server in both cases.
 
-The test app and its worker processes read the prefixes from the environment
-(:func:`lock_prefix`, :func:`broker_prefix`), so they agree with the test process.
+The run's prefixes are fixed in the environment once, when the integration tests' conftest is
+imported (:func:`fix_run_prefixes`), before any test module is collected; the test app, its
+worker processes and the tests read them from there (:func:`lock_prefix`, :func:`broker_prefix`).
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ import re
 import uuid
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
 from tests.support.servers import RedisServer
 
-__all__ = ["NAMED_URL_VARIABLE", "SuiteRedis", "suite_redis", "lock_prefix", "broker_prefix", "broker_key",
-           "delete_matching"]
+__all__ = ["NAMED_URL_VARIABLE", "SuiteRedis", "suite_redis", "fix_run_prefixes", "lock_prefix", "broker_prefix",
+           "broker_key", "delete_matching"]
 
 #: The variable that names a Redis for the suite to use instead of starting its own.
 NAMED_URL_VARIABLE = "CSL_TEST_REDIS_URL"
@@ -39,6 +40,17 @@ DEFAULT_PREFIX = "csltest"
 def _dbs() -> Tuple[int, int, int]:
     broker, lock, events = (int(n) for n in os.environ.get("CSL_TEST_DBS", "15,14,13").split(","))
     return broker, lock, events
+
+
+def _named() -> str:
+    return os.environ.get(NAMED_URL_VARIABLE, "")
+
+
+def fix_run_prefixes() -> None:
+    """Choose the run's prefixes: unique to the run on a named Redis, the plain ones on the suite's own."""
+    prefix = f"{DEFAULT_PREFIX}-{uuid.uuid4().hex[:8]}" if _named() else DEFAULT_PREFIX
+    os.environ["CSL_TEST_PREFIX"] = prefix
+    os.environ["CSL_BROKER_PREFIX"] = f"{prefix}:broker:" if _named() else ""
 
 
 def lock_prefix() -> str:
@@ -95,10 +107,6 @@ class SuiteRedis:
     owned: bool  #: whether the suite started ``base`` itself (and so may empty its databases)
     prefix: str  #: the lock prefix; on a named Redis the broker's and results' keys start with it too
 
-    @property
-    def broker_prefix(self) -> str:
-        return "" if self.owned else f"{self.prefix}:broker:"
-
     def env(self) -> Dict[str, str]:
         broker, lock, events = _dbs()
         return {
@@ -106,7 +114,7 @@ class SuiteRedis:
             "CSL_LOCK_URL": f"{self.base}/{lock}",
             "CSL_EVENTS_URL": f"{self.events_base}/{events}",
             "CSL_TEST_PREFIX": self.prefix,
-            "CSL_BROKER_PREFIX": self.broker_prefix,
+            "CSL_BROKER_PREFIX": broker_prefix(),
         }
 
     def clean(self) -> None:
@@ -130,18 +138,17 @@ def _flushdb(url: str) -> None:
 
 
 @contextmanager
-def suite_redis(named: Optional[str] = None) -> Iterator[SuiteRedis]:
-    """The session's servers: its own, or the one ``named`` (default: CSL_TEST_REDIS_URL) beside a private one.
+def suite_redis() -> Iterator[SuiteRedis]:
+    """The session's servers: its own, or the one CSL_TEST_REDIS_URL names beside a private one.
 
     On a named Redis the run's keys are removed at the end as well.
     """
-    named = os.environ.get(NAMED_URL_VARIABLE) if named is None else named
+    named = _named()
     with ExitStack() as stack:
         own = stack.enter_context(RedisServer()).url  # see redis_server_binary()
         if not named:
-            yield SuiteRedis(base=own, events_base=own, owned=True, prefix=DEFAULT_PREFIX)
+            yield SuiteRedis(base=own, events_base=own, owned=True, prefix=lock_prefix())
             return
-        suite = SuiteRedis(base=_base(named), events_base=own, owned=False,
-                           prefix=f"{DEFAULT_PREFIX}-{uuid.uuid4().hex[:8]}")
+        suite = SuiteRedis(base=_base(named), events_base=own, owned=False, prefix=lock_prefix())
         stack.callback(suite.clean)
         yield suite
