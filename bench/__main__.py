@@ -75,9 +75,6 @@ def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: every section in seconds")
     parser.add_argument("--out", default=os.path.join(_ROOT, "docs"), help="where benchmarks.md and the PNGs go")
-    parser.add_argument("--redis-url", default=None,
-                        help="use this server (redis://host:port) instead of starting one; its --dbs are flushed")
-    parser.add_argument("--dbs", default="0,1,2", help="broker,locks,records database numbers (default 0,1,2)")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     return parser.parse_args(argv)
 
@@ -114,17 +111,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     from tests.support.workers import Worker
 
     with ExitStack() as stack:
-        if args.redis_url:
-            base = args.redis_url.rstrip("/")
-        else:
-            base = stack.enter_context(RedisServer()).url
+        # Always servers of its own: the bench empties their databases between rounds.
+        base = stack.enter_context(RedisServer()).url
         extras = [stack.enter_context(RedisServer()).url + "/0" for _ in range(2)] if "micro" in only else []
-        broker_db, lock_db, events_db = args.dbs.split(",")
-        urls = {"BENCH_BROKER_URL": f"{base}/{broker_db}", "BENCH_LOCK_URL": f"{base}/{lock_db}",
-                "BENCH_EVENTS_URL": f"{base}/{events_db}"}
+        urls = {"BENCH_BROKER_URL": f"{base}/0", "BENCH_LOCK_URL": f"{base}/1", "BENCH_EVENTS_URL": f"{base}/2"}
         os.environ.update(urls)  # before bench.app is imported, here and in the workers
-        for url in urls.values():
-            redis.Redis.from_url(url).flushdb()
         broker, lock, events = urls["BENCH_BROKER_URL"], urls["BENCH_LOCK_URL"], urls["BENCH_EVENTS_URL"]
         server_version = redis.Redis.from_url(lock).info("server").get("redis_version", "?")
 
@@ -201,8 +192,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             "path_count": sizes.path_count,
         }
         written = write_report(results, args.out, args.out, meta, notes)
-        for url in urls.values():
-            redis.Redis.from_url(url).flushdb()
     for path in written:
         _log(f"wrote {os.path.relpath(path)}")
     return 0

@@ -22,9 +22,12 @@ from celery.signals import task_postrun
 
 from celery_singleton_lock import LockedTask
 
-BROKER_URL = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/0")
-LOCK_URL = os.environ.get("BENCH_LOCK_URL", "redis://127.0.0.1:6379/1")
-EVENTS_URL = os.environ.get("BENCH_EVENTS_URL", "redis://127.0.0.1:6379/2")
+if not os.environ.get("BENCH_BROKER_URL"):  # never a default: the bench empties these databases
+    raise RuntimeError("the bench app needs BENCH_BROKER_URL, BENCH_LOCK_URL and BENCH_EVENTS_URL, which "
+                       "`python -m bench` sets to the servers it starts")
+BROKER_URL = os.environ["BENCH_BROKER_URL"]
+LOCK_URL = os.environ["BENCH_LOCK_URL"]
+EVENTS_URL = os.environ["BENCH_EVENTS_URL"]
 
 app = Celery("bench", broker=BROKER_URL)
 app.conf.update(

@@ -59,6 +59,7 @@ def _available(variants: Dict[str, str]) -> Dict[str, object]:
 
 
 def _flush(urls: Sequence[str]) -> None:
+    """Empty databases of the bench's own server (``python -m bench`` starts it; it never runs on another)."""
     for url in urls:
         client = redis.Redis.from_url(url)
         client.flushdb()

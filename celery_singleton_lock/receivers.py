@@ -16,7 +16,7 @@ from celery import signals as celery_signals
 
 from .exceptions import ConfigurationError
 from .exits import release_all, release_enqueue_lock
-from .runtime import check_lock_store
+from .worker_check import check_lock_store
 
 __all__ = ["connect_receivers"]
 

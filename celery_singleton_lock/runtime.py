@@ -11,16 +11,14 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Optional
 
 from . import signals
 from .childwatch import ChildWatch
-from .exceptions import ConfigurationError
 from .settings import AppSettings, broker_url, resolve_settings
-from .store import (STORE_ERRORS, KeyLayout, Lease, LockBackend, ProbeFailed, Renewer, error_text, open_store,
-                    permanent_problem, probe_store, redact, unverified_tls)
+from .store import KeyLayout, Lease, LockBackend, Renewer, open_store
 
-__all__ = ["LockRuntime", "runtime_for", "peek_runtime", "check_lock_store"]
+__all__ = ["LockRuntime", "runtime_for", "peek_runtime"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -94,59 +92,3 @@ def runtime_for(app: Any) -> LockRuntime:
 def peek_runtime(app: Any) -> Optional[LockRuntime]:
     """The app's runtime if one was created (shutdown hooks must not create one)."""
     return app.__dict__.get(_ATTR) if app is not None else None
-
-
-def check_lock_store(app: Any) -> Optional[str]:
-    """Probe the app's lock store once, as a worker starts (see :mod:`.store.probe`).
-
-    Raises :class:`ConfigurationError` when it is set up wrong (on any master of a
-    quorum): that does not pass by waiting. Returns a warning when it is merely
-    unreachable (the worker may start: tasks follow ``on_lock_error`` until it
-    answers) or talked to over TLS that verifies nothing, ``None`` when all is
-    well or the app has no locked task.
-    """
-    from .task import LockedTask
-
-    if not any(isinstance(task, LockedTask) for task in app.tasks.values()):
-        return None
-    settings = resolve_settings(app.conf)
-    if settings.backend is not None:
-        return None  # a store object handed in (the in-memory backend): nothing to connect to
-    urls = settings.url if isinstance(settings.url, tuple) else (settings.url,)
-    layout = KeyLayout(settings.prefix)
-    problems, outages = [], []
-
-    def judge(url: Union[str, Tuple[str, ...]], exc: BaseException, step: Optional[str] = None) -> None:
-        problem = permanent_problem(exc, step)
-        if problem is not None:
-            problems.append(f"{redact(url)}: {problem}")
-        else:
-            outages.append(f"{redact(url)} ({error_text(exc)})")
-
-    try:
-        store = open_store(settings.url, settings.transport_options)
-    except STORE_ERRORS as exc:  # a Cluster client connects at once
-        judge(settings.url, exc)
-    except (ValueError, TypeError) as exc:
-        raise ConfigurationError(f"singleton_lock_url {redact(settings.url)} cannot be used: "
-                                 f"{error_text(exc)}") from exc
-    else:
-        try:
-            for url, node in zip(urls, getattr(store, "nodes", None) or [store]):
-                try:
-                    probe_store(node, layout)
-                except ProbeFailed as failed:
-                    if not isinstance(failed.error, STORE_ERRORS):
-                        raise failed.error
-                    judge(url, failed.error, failed.step)
-        finally:
-            store.close()
-    if problems:
-        raise ConfigurationError("the lock store is set up wrong: " + "; ".join(problems))
-    warnings = [f"TLS to {redact(url)} verifies no certificate (ssl_cert_reqs is none): anyone on the network "
-                "path can pose as the lock store; give ssl_ca_certs instead (docs/security.md, TLS)"
-                for url in urls if unverified_tls(url, settings.transport_options)]
-    if outages:
-        warnings.append(f"the lock store is unreachable at worker start: {'; '.join(outages)}; starting anyway, "
-                        "and until it answers every locked task follows its on_lock_error")
-    return "; ".join(warnings) or None

@@ -10,13 +10,16 @@ from a Redis it shares with anything else.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Tuple
 
 __all__ = ["DemoConfig", "DEFAULT_REDIS_URL", "DEFAULT_NAMESPACE"]
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 DEFAULT_NAMESPACE = "csl-demo"
+#: A namespace is a plain name: no glob character can make the demo's SCAN MATCH reach other keys.
+_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,11 @@ class DemoConfig:
     #: The beat job's schedule and body length: the body is slower than the schedule on purpose.
     report_every: float = 1.0
     report_seconds: float = 2.5
+
+    def __post_init__(self) -> None:
+        if not _NAMESPACE.fullmatch(self.namespace):
+            raise ValueError(f"CSL_DEMO_NAMESPACE={self.namespace!r}: use letters, digits and _ . : - "
+                             "(every key the demo makes and deletes starts with it)")
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "DemoConfig":
@@ -50,3 +58,8 @@ class DemoConfig:
     def key(self, name: str) -> str:
         """A key of the demo's own records."""
         return f"{self.namespace}:demo:{name}"
+
+    @property
+    def key_prefixes(self) -> Tuple[str, ...]:
+        """What every key the demo makes starts with: locks, broker, results, its records."""
+        return (f"{self.lock_prefix}:", self.broker_prefix, self.result_prefix, self.key(""))

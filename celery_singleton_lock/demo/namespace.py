@@ -4,14 +4,15 @@ A run owns its namespace through an ``owner`` key that expires unless renewed, s
 second run on the same Redis and namespace is refused while the first is alive,
 and a crashed run's keys are deleted by the next one. Beside a worker and beat
 that the demo did not start (``--external``), only the demo's own records are
-touched: the broker's queues and the locks belong to that worker.
+touched: the broker's queues and the locks belong to that worker. Only keys that start with
+one of the prefixes the demo writes under are deleted, never another key of the namespace.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Collection, List
+from typing import Collection, Iterator, List
 
 import redis
 
@@ -36,9 +37,14 @@ class Namespace:
 
     @property
     def pattern(self) -> str:
-        """The keys this run deletes."""
-        # Beside a worker and beat we did not start, touch only our own records.
+        """What SCAN matches: the namespace, or beside a worker and beat we did not start, our records."""
         return self.config.key("*") if self.external else f"{self.config.namespace}:*"
+
+    def _ours(self, key: str) -> bool:
+        return key.startswith(self.config.key("") if self.external else self.config.key_prefixes)
+
+    def _keys(self) -> Iterator[str]:
+        return (key for key in self.client.scan_iter(match=self.pattern, count=500) if self._ours(key))
 
     def claim(self) -> int:
         """Own the namespace for this run (``RuntimeError`` when another live run owns it), then
@@ -60,7 +66,7 @@ class Namespace:
         """Delete the run's keys but ``keep``; returns how many were deleted."""
         deleted = 0
         batch: List[str] = []
-        for key in self.client.scan_iter(match=self.pattern, count=500):
+        for key in self._keys():
             if key in keep:
                 continue
             batch.append(key)
@@ -73,4 +79,4 @@ class Namespace:
 
     def left(self) -> int:
         """How many of the run's keys are there."""
-        return sum(1 for _ in self.client.scan_iter(match=self.pattern, count=500))
+        return sum(1 for _ in self._keys())

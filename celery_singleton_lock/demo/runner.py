@@ -263,6 +263,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="only produce: use the worker and beat already running on REDIS_URL (docker compose)")
     parser.add_argument("--concurrency", type=int, default=6, help="worker pool processes (default 6)")
     args = parser.parse_args(argv)
+    try:
+        DemoConfig.from_env()
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.plot:
         try:
             import matplotlib  # noqa: F401

@@ -1,4 +1,4 @@
-"""Fixtures of the integration tests: a real Redis (the one at REDIS_URL, or an embedded one), real workers."""
+"""Fixtures of the integration tests: a real Redis (the suite's own, or one named explicitly), real workers."""
 
 from __future__ import annotations
 
@@ -6,64 +6,48 @@ import importlib
 import os
 import uuid
 from typing import Dict, Iterator, List
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
 
 from tests.integration.helpers import drop_runtime
-from tests.support.servers import RedisServer, reachable
+from tests.support.servers import RedisServer
+from tests.support.suite_redis import SuiteRedis, fix_run_prefixes, suite_redis
 from tests.support.threads import no_thread_leaks  # noqa: F401 - an autouse fixture
 from tests.support.workers import Beat, Worker
 
-
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-#: Databases of the shared server that the tests own (flushed one by one, never FLUSHALL).
-BROKER_DB, LOCK_DB, EVENTS_DB = (int(n) for n in os.environ.get("CSL_TEST_DBS", "15,14,13").split(","))
-
-
-def _base(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+fix_run_prefixes()  # before any test module reads them
 
 
 @pytest.fixture(scope="session")
-def redis_base() -> Iterator[str]:
-    """``redis://host:port`` of a real server: REDIS_URL when it answers, else an embedded one.
+def suite_servers() -> Iterator[SuiteRedis]:
+    """The session's Redis: its own server, or the one CSL_TEST_REDIS_URL names (see tests/support/suite_redis.py).
 
-    With CSL_REDIS_SERVER set (a cell of the support matrix), always a server of that kind.
+    With CSL_REDIS_SERVER set (a cell of the support matrix), its own server is of that kind.
     """
-    if not os.environ.get("CSL_REDIS_SERVER") and reachable(REDIS_URL):
-        yield _base(REDIS_URL)
-        return
-    with RedisServer() as server:  # see redis_server_binary()
-        yield server.url
+    with suite_redis() as servers:
+        yield servers
 
 
 @pytest.fixture(scope="session")
-def test_env(redis_base: str) -> Dict[str, str]:
-    env = {
-        "CSL_BROKER_URL": f"{redis_base}/{BROKER_DB}",
-        "CSL_LOCK_URL": f"{redis_base}/{LOCK_DB}",
-        "CSL_EVENTS_URL": f"{redis_base}/{EVENTS_DB}",
-    }
+def redis_base(suite_servers: SuiteRedis) -> str:
+    """``redis://host:port`` of the server that holds the broker and the lock store."""
+    return suite_servers.base
+
+
+@pytest.fixture(scope="session")
+def test_env(suite_servers: SuiteRedis) -> Dict[str, str]:
+    env = suite_servers.env()
     os.environ.update(env)
     return env
 
 
-def _flush(redis_base: str) -> None:
-    for db in (BROKER_DB, LOCK_DB, EVENTS_DB):
-        client = redis.Redis.from_url(f"{redis_base}/{db}")
-        client.flushdb()
-        client.close()
-
-
 @pytest.fixture
-def proj(test_env: Dict[str, str], redis_base: str) -> Iterator[object]:
-    """The test app module, with its databases empty and no lock machinery left from an earlier test."""
+def proj(test_env: Dict[str, str], suite_servers: SuiteRedis) -> Iterator[object]:
+    """The test app module, with the run's keys gone and no lock machinery left from an earlier test."""
     module = importlib.import_module("tests.integration.proj")
     drop_runtime(module.app)
-    _flush(redis_base)
+    suite_servers.clean()
     yield module
     drop_runtime(module.app)
 

@@ -9,6 +9,7 @@ from typing import Any, Dict, List
 import redis
 
 from celery_singleton_lock.store import record
+from tests.support.suite_redis import lock_prefix
 from tests.support.waits import wait_for
 
 
@@ -32,7 +33,7 @@ def overlaps(intervals: List[dict]) -> List[tuple]:
 
 def lock_keys(lock_redis: redis.Redis) -> List[str]:
     """Lock keys under the test prefix, bookkeeping (fencing counters, completion sets) left out."""
-    return [k for k in lock_redis.scan_iter("csltest:*") if not k.endswith((":fence", ":done"))]
+    return [k for k in lock_redis.scan_iter(f"{lock_prefix()}:*") if not k.endswith((":fence", ":done"))]
 
 
 def lock_field(lock_redis: redis.Redis, key: str, field: str) -> Any:

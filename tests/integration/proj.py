@@ -3,7 +3,7 @@
 Configured from the environment so the test process and the worker processes
 agree: ``CSL_BROKER_URL`` (broker and result backend), ``CSL_LOCK_URL`` (the
 lock Redis), ``CSL_EVENTS_URL`` (where task bodies record what they did), ``CSL_LOCK_TRANSPORT_OPTIONS``
-(JSON, the lock store's redis-py options).
+(JSON, the lock store's redis-py options), and the prefixes of tests/support/suite_redis.py.
 Each task records its interval (start, end, pid, arguments) in Redis, so the
 tests judge overlap from what really ran.
 """
@@ -19,15 +19,19 @@ from celery import Celery, Task
 from celery.exceptions import Reject
 
 from celery_singleton_lock import LockedTask, LockLostError
+from tests.support.suite_redis import broker_prefix, lock_prefix
 
-BROKER_URL = os.environ.get("CSL_BROKER_URL", "redis://127.0.0.1:6379/15")
-LOCK_URL = os.environ.get("CSL_LOCK_URL", "redis://127.0.0.1:6379/14")
-EVENTS_URL = os.environ.get("CSL_EVENTS_URL", LOCK_URL.rsplit("/", 1)[0] + "/13")
+if not os.environ.get("CSL_BROKER_URL"):  # never a default: it would be someone's Redis
+    raise RuntimeError("the test app needs CSL_BROKER_URL, CSL_LOCK_URL and CSL_EVENTS_URL: the integration "
+                       "tests' test_env fixture sets them")
+BROKER_URL = os.environ["CSL_BROKER_URL"]
+LOCK_URL = os.environ["CSL_LOCK_URL"]
+EVENTS_URL = os.environ["CSL_EVENTS_URL"]
 
 app = Celery("proj", broker=BROKER_URL, backend=BROKER_URL)
 app.conf.update(
     singleton_lock_url=LOCK_URL,
-    singleton_lock_prefix="csltest",
+    singleton_lock_prefix=lock_prefix(),
     task_serializer=os.environ.get("CSL_SERIALIZER", "json"),
     accept_content=["json", "msgpack"],
     result_accept_content=["json", "msgpack"],
@@ -42,6 +46,9 @@ app.conf.update(
         "unacked_restore_throttle": 1,
     },
 )
+if broker_prefix():  # on a Redis the suite did not start, every broker and result key under the run's prefix
+    app.conf.broker_transport_options["global_keyprefix"] = broker_prefix()
+    app.conf.result_backend_transport_options = {"global_keyprefix": broker_prefix()}
 if os.environ.get("CSL_LOCK_TRANSPORT_OPTIONS"):  # a JSON object of redis-py options (TLS files, ...)
     app.conf.singleton_lock_transport_options = json.loads(os.environ["CSL_LOCK_TRANSPORT_OPTIONS"])
 if os.environ.get("CSL_ACKS_LATE"):

@@ -17,6 +17,7 @@ import redis
 
 from celery_singleton_lock.store import KeyLayout, LockKeys, RedisBackend, open_store
 from tests.support.contract import CHECKS
+from tests.support.suite_redis import lock_prefix
 
 #: Where RedisBackend departs from the contract the in-memory backend keeps: check -> why.
 
@@ -40,7 +41,7 @@ class RedisBench:
 
 @pytest.fixture
 def bench(test_env: Dict[str, str], lock_redis: redis.Redis) -> Iterator[RedisBench]:
-    prefix = f"contract-{uuid.uuid4().hex[:8]}"
+    prefix = f"{lock_prefix()}:contract-{uuid.uuid4().hex[:8]}"  # under the run's prefix
     store = open_store(test_env["CSL_LOCK_URL"])
     assert isinstance(store, RedisBackend)
     try:

@@ -21,6 +21,7 @@ import pytest
 from celery_singleton_lock.store import Holder, KeyLayout, RedisBackend
 from tests.integration.helpers import lock_field, lock_keys, wait_started, wait_unlocked
 from tests.support.servers import RedisServer, free_port
+from tests.support.suite_redis import lock_prefix
 from tests.support.waits import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -99,7 +100,7 @@ def test_clear_refuses_a_live_lock_without_force_and_force_clears_it(holding, lo
 def test_clear_task_stale_removes_only_locks_nobody_renews(holding, proj, lock_redis):
     _, result, _ = holding
     runtime_store = RedisBackend(lock_redis)
-    layout = KeyLayout("csltest")
+    layout = KeyLayout(lock_prefix())
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     # What holders that stopped renewing leave behind: one paused elsewhere, one whose process died here.
@@ -133,7 +134,7 @@ def test_clear_deletes_nothing_when_the_lock_changed_hands(proj, lock_redis):
     """The token read by the CLI is the one compared at delete: a new holder's lock survives."""
     from celery_singleton_lock.store.admin import clear_lock, read_lock
 
-    store, layout = RedisBackend(lock_redis), KeyLayout("csltest")
+    store, layout = RedisBackend(lock_redis), KeyLayout(lock_prefix())
     key = layout.lock(QUICK_TTL, "f" * 32)
     now_ms = int(time.time() * 1000)
     store.acquire(key, "old", 30_000, Holder("old-id", "elsewhere", 1, now_ms, 100))
@@ -203,10 +204,11 @@ def test_a_wrong_password_is_one_line_without_the_password(test_env):
 ])
 def test_a_missing_permission_is_one_line_naming_it(test_env, acl_server, denied, command):
     server, admin = acl_server
-    admin.acl_setuser("ops", enabled=True, passwords=["+pw"], keys=["csltest:*"], channels=["csltest:*"],
+    admin.acl_setuser("ops", enabled=True, passwords=["+pw"], keys=[f"{lock_prefix()}:*"],
+                      channels=[f"{lock_prefix()}:*"],
                       commands=["+@all", denied])
     # A lock for the listing to read.
-    RedisBackend(admin).acquire("csltest:{t:0}:0123456789abcdef", "tok", 60_000,
+    RedisBackend(admin).acquire(f"{lock_prefix()}:{{t:0}}:0123456789abcdef", "tok", 60_000,
                              Holder("id", "h", 1, int(time.time() * 1000), 1000))
 
     line = one_line_failure(run_cli(*command, env={"CSL_LOCK_URL": f"redis://ops:pw@127.0.0.1:{server.port}/0"}))

@@ -2,7 +2,8 @@
 
 Given the demo's short mode, when it runs to the end, then it exits 0 with a
 summary saying overlaps 0, the CLI saw its locks while it ran, and it left no
-process and no key behind; when it is interrupted, it still cleans up.
+process and no key of its own behind, and deleted none of the user's; when it is
+interrupted, it still cleans up.
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ def _locks_listed(env: Dict[str, str]) -> list:
 def test_short_demo_runs_end_to_end_with_zero_overlaps(run_demo, redis_base, tmp_path):
     namespace = f"csl-demo-test-{uuid.uuid4().hex[:8]}"
     env = {"REDIS_URL": f"{redis_base}/{DEMO_DB}", "CSL_DEMO_NAMESPACE": namespace}
+    theirs = {f"{namespace}:mine": "a key of the user's in the namespace", "elsewhere": "another key of the user's"}
+    client = redis.Redis.from_url(env["REDIS_URL"], decode_responses=True)
+    client.mset(theirs)
     plot = importlib.util.find_spec("matplotlib") is not None  # the demo extra; the test extra may lack it
     demo = run_demo(env, "--short", *(["--plot", str(tmp_path / "timeline.png")] if plot else []))
 
@@ -117,8 +121,16 @@ def test_short_demo_runs_end_to_end_with_zero_overlaps(run_demo, redis_base, tmp
     if plot:
         assert (tmp_path / "timeline.png").stat().st_size > 10_000
     assert _group_gone(demo.pid_after("worker ready")), "the worker outlived the demo"
-    client = redis.Redis.from_url(env["REDIS_URL"])
-    assert list(client.scan_iter(match=f"{namespace}:*")) == [], "the demo left keys behind"
+    assert sorted(client.scan_iter(match=f"{namespace}:*")) == [f"{namespace}:mine"], "the demo left keys behind"
+    assert {key: client.get(key) for key in theirs} == theirs, "the demo deleted a key it did not make"
+    client.delete(*theirs)
+    client.close()
+
+
+def test_a_namespace_that_could_match_other_keys_is_refused(run_demo):
+    demo = run_demo({"REDIS_URL": f"redis://127.0.0.1:{free_port()}", "CSL_DEMO_NAMESPACE": "*"})
+    assert demo.wait(30) == 2
+    assert "CSL_DEMO_NAMESPACE='*'" in demo.output()
 
 
 def test_demo_starts_embedded_redis_when_none_answers_and_cleans_up_on_ctrl_c(run_demo):

@@ -13,17 +13,19 @@ import time
 import pytest
 
 from tests.integration.helpers import lock_field, lock_keys, overlaps, records, wait_started, wait_unlocked
+from tests.support.suite_redis import broker_key
 from tests.support.waits import wait_for
 
 
 def queued_messages(broker_redis) -> int:
     """Messages waiting in the broker's queues (kombu keeps each queue as a Redis list)."""
-    return sum(broker_redis.llen(k) for k in broker_redis.scan_iter("celery*") if broker_redis.type(k) == "list")
+    return sum(broker_redis.llen(k) for k in broker_redis.scan_iter(broker_key("celery*"))
+               if broker_redis.type(k) == "list")
 
 
 def copies_in_flight(broker_redis, events_redis) -> int:
     """Waiting + delivered-but-unacked + running copies."""
-    return queued_messages(broker_redis) + broker_redis.hlen("unacked") + events_redis.scard("running")
+    return queued_messages(broker_redis) + broker_redis.hlen(broker_key("unacked")) + events_redis.scard("running")
 
 
 def test_five_calls_publish_one_message_until_it_has_run(proj, start_worker, broker_redis, events_redis):
@@ -58,7 +60,8 @@ def _run_beat(proj, start_worker, broker_redis, events_redis, task: str, seconds
     samples = []
     begin = time.monotonic()
     while time.monotonic() - begin < seconds:
-        samples.append((queued_messages(broker_redis), broker_redis.hlen("unacked"), events_redis.scard("running")))
+        samples.append((queued_messages(broker_redis), broker_redis.hlen(broker_key("unacked")),
+                        events_redis.scard("running")))
         time.sleep(0.05)
     elapsed = time.monotonic() - begin
     beat.stop()
@@ -99,7 +102,7 @@ def test_revoking_a_waiting_message_frees_its_lock(proj, start_worker, events_re
     proj.qor_job.delay("busy", duration=4)
     wait_started(events_redis, 1)
     waiting = proj.qor_job.delay("x")
-    wait_for(lambda: broker_redis.hlen("unacked") >= 1 or queued_messages(broker_redis) == 0, 5,
+    wait_for(lambda: broker_redis.hlen(broker_key("unacked")) >= 1 or queued_messages(broker_redis) == 0, 5,
              what="the worker to reserve the message")
     key = next(k for k in lock_keys(lock_redis) if lock_field(lock_redis, k, "task_id") == waiting.id)
 

@@ -23,6 +23,7 @@ from celery_singleton_lock import ConfigurationError, LockedTask
 from celery_singleton_lock.runtime import peek_runtime
 from tests.integration.helpers import records
 from tests.support.servers import RedisServer, free_port
+from tests.support.suite_redis import lock_prefix
 from tests.support.workers import Worker
 
 PASSWORD = "s3cret-pw"
@@ -89,8 +90,8 @@ def test_a_wrong_password_stops_the_worker_at_start(test_env):
     ("-subscribe", "at the subscribe step"),
 ])
 def test_an_acl_user_without_a_command_the_library_runs_stops_the_worker(test_env, acl_server, denied, words):
-    admin(acl_server).acl_setuser("locks", enabled=True, passwords=["+pw"], keys=["csltest:*"],
-                                  channels=["csltest:*"], commands=["+@all", denied])
+    admin(acl_server).acl_setuser("locks", enabled=True, passwords=["+pw"], keys=[f"{lock_prefix()}:*"],
+                                  channels=[f"{lock_prefix()}:*"], commands=["+@all", denied])
 
     status, log = refused_start(test_env, f"redis://locks:pw@127.0.0.1:{acl_server.port}/0")
 
@@ -137,8 +138,8 @@ def test_a_lock_store_that_is_down_at_start_is_an_outage_the_worker_starts_and_w
 
 @pytest.fixture
 def locks_user(acl_server: RedisServer) -> Iterator[Tuple[RedisServer, str]]:
-    admin(acl_server).acl_setuser("locks", enabled=True, passwords=["+pw"], keys=["csltest:*"],
-                                  channels=["csltest:*"], commands=["+@all"])
+    admin(acl_server).acl_setuser("locks", enabled=True, passwords=["+pw"], keys=[f"{lock_prefix()}:*"],
+                                  channels=[f"{lock_prefix()}:*"], commands=["+@all"])
     yield acl_server, f"redis://locks:pw@127.0.0.1:{acl_server.port}/0"
 
 
@@ -199,8 +200,8 @@ def test_apply_async_of_a_queued_task_refuses_a_misconfigured_store_and_publishe
 
 
 def test_a_quorum_master_set_up_wrong_stops_the_worker_even_when_a_majority_works(test_env, acl_server):
-    admin(acl_server).acl_setuser("locks", enabled=True, passwords=["+pw"], keys=["csltest:*"],
-                                  channels=["csltest:*"], commands=["+@all", "-set"])
+    admin(acl_server).acl_setuser("locks", enabled=True, passwords=["+pw"], keys=[f"{lock_prefix()}:*"],
+                                  channels=[f"{lock_prefix()}:*"], commands=["+@all", "-set"])
     with RedisServer() as one, RedisServer() as two:
         urls = [f"{one.url}/0", f"{two.url}/0", f"redis://locks:pw@127.0.0.1:{acl_server.port}/0"]
         worker = Worker("tests.integration.proj_topo", dict(test_env, CSL_LOCK_URLS=",".join(urls)),

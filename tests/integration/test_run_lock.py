@@ -15,6 +15,7 @@ import pytest
 
 from tests.integration.helpers import (lock_field, lock_keys, overlaps, records, restore_overdue, wait_accepted, wait_started,
                                       wait_unlocked)
+from tests.support.suite_redis import broker_key
 from tests.support.waits import wait_for
 
 
@@ -305,7 +306,8 @@ def test_a_message_redelivered_while_it_runs_never_runs_again(proj, start_worker
 
     wait_for(lambda: restore_overdue(proj.app) or result.ready(), 40, interval=0.5, what="the first delivery")
     assert result.get(timeout=1)["key"] == "k"
-    wait_for(lambda: restore_overdue(proj.app) or broker_redis.hlen("unacked") == 0 and broker_redis.llen("celery") == 0,
+    wait_for(lambda: restore_overdue(proj.app) or broker_redis.hlen(broker_key("unacked")) == 0
+             and broker_redis.llen(broker_key("celery")) == 0,
              40, interval=0.5, what="every copy of the message handled")
     starts = [s for s in records(events_redis, "started") if s["id"] == result.id]
     assert len(starts) == 1, starts

@@ -30,11 +30,12 @@ from tests.integration.storm import run_storm, worker_env
 from tests.integration.topo import app_on
 from tests.support.acl import (DOC_PATH, AclServer, DocumentedAcl, Unsupported, acl_denials, documented_acl,
                                require_redis_7)
+from tests.support.suite_redis import lock_prefix
 from tests.support.topologies import LocalCluster, SentinelGroup
 from tests.support.waits import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PREFIX = "csltest"
+PREFIX = lock_prefix()  # what the test app locks under
 TASK = "acl.job"
 #: The documented addition for a lock URL with a database other than 0.
 OTHER_DB = "database other than 0"

@@ -18,6 +18,7 @@ from celery_singleton_lock.store import Grant, new_token, record
 from celery_singleton_lock.store.cluster import ClusterBackend
 from celery_singleton_lock.store.connect import open_store
 from tests.integration.topo import HOLDER, app_on, storm, strictly_increasing, successive_fences, worker_env, workers
+from tests.support.suite_redis import lock_prefix
 from tests.support.topologies import LocalCluster
 from tests.support.waits import wait_for
 
@@ -80,7 +81,7 @@ def test_storm_through_workers_on_the_cluster(cluster, test_env, events_redis):
             storm(proj, events_redis, "cluster")
     client = RedisCluster.from_url(cluster.url.replace("redis+cluster", "redis").split(",")[0], decode_responses=True)
     try:
-        assert not [k for k in client.scan_iter("csltest:*") if not k.endswith(":fence")]
+        assert not [k for k in client.scan_iter(f"{lock_prefix()}:*") if not k.endswith(":fence")]
     finally:
         client.close()
 

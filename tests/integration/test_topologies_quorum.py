@@ -18,6 +18,7 @@ import pytest
 from celery_singleton_lock.store.connect import open_store
 from tests.integration.helpers import records
 from tests.integration.topo import app_on, storm, strictly_increasing, successive_fences, worker_env, workers
+from tests.support.suite_redis import lock_prefix
 from tests.support.topologies import Masters
 from tests.support.waits import wait_for
 
@@ -49,7 +50,7 @@ def topo_proj(test_env):
 
 
 def _no_lock_left(masters: Masters, alive) -> bool:
-    return all(not [k for k in masters.client(i).scan_iter("csltest:*") if not k.endswith(":fence")]
+    return all(not [k for k in masters.client(i).scan_iter(f"{lock_prefix()}:*") if not k.endswith(":fence")]
                for i in alive)
 
 
@@ -153,7 +154,7 @@ def test_enqueue_lock_and_self_retry_on_three_masters(three, topo_proj, events_r
         assert retried.get(timeout=30) == 1
 
     def left() -> list:
-        return [(i, k) for i in range(3) for k in masters.client(i).scan_iter("csltest:{*qor_*}:*")
+        return [(i, k) for i in range(3) for k in masters.client(i).scan_iter(f"{lock_prefix()}:{{*qor_*}}:*")
                 if not k.endswith(":fence")]
 
     # The release is decided by a majority; a master that missed it (its answer came after the node

@@ -1,4 +1,4 @@
-"""Real redis-server processes for tests: the shared one, or ones we start and break on purpose."""
+"""Real redis-server processes that the tests start (and stop, pause or break on purpose) themselves."""
 
 from __future__ import annotations
 

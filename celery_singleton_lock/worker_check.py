@@ -1,0 +1,72 @@
+"""The worker-start check of the lock store: set up wrong stops the worker, merely down only warns.
+
+It sits above :mod:`.task` (it asks whether an app has any ``LockedTask``), and only the
+worker-start receiver calls it, so the per-app machinery in :mod:`.runtime` never reaches
+up to the task class.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple, Union
+
+from .exceptions import ConfigurationError
+from .settings import resolve_settings
+from .store import (STORE_ERRORS, KeyLayout, ProbeFailed, error_text, open_store, permanent_problem, probe_store,
+                    redact, unverified_tls)
+from .task import LockedTask
+
+__all__ = ["check_lock_store"]
+
+
+def check_lock_store(app: Any) -> Optional[str]:
+    """Probe the app's lock store once, as a worker starts (see :mod:`.store.probe`).
+
+    Raises :class:`ConfigurationError` when it is set up wrong (on any master of a
+    quorum): that does not pass by waiting. Returns a warning when it is merely
+    unreachable (the worker may start: tasks follow ``on_lock_error`` until it
+    answers) or talked to over TLS that verifies nothing, ``None`` when all is
+    well or the app has no locked task.
+    """
+    if not any(isinstance(task, LockedTask) for task in app.tasks.values()):
+        return None
+    settings = resolve_settings(app.conf)
+    if settings.backend is not None:
+        return None  # a store object handed in (the in-memory backend): nothing to connect to
+    urls = settings.url if isinstance(settings.url, tuple) else (settings.url,)
+    layout = KeyLayout(settings.prefix)
+    problems, outages = [], []
+
+    def judge(url: Union[str, Tuple[str, ...]], exc: BaseException, step: Optional[str] = None) -> None:
+        problem = permanent_problem(exc, step)
+        if problem is not None:
+            problems.append(f"{redact(url)}: {problem}")
+        else:
+            outages.append(f"{redact(url)} ({error_text(exc)})")
+
+    try:
+        store = open_store(settings.url, settings.transport_options)
+    except STORE_ERRORS as exc:  # a Cluster client connects at once
+        judge(settings.url, exc)
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"singleton_lock_url {redact(settings.url)} cannot be used: "
+                                 f"{error_text(exc)}") from exc
+    else:
+        try:
+            for url, node in zip(urls, getattr(store, "nodes", None) or [store]):
+                try:
+                    probe_store(node, layout)
+                except ProbeFailed as failed:
+                    if not isinstance(failed.error, STORE_ERRORS):
+                        raise failed.error
+                    judge(url, failed.error, failed.step)
+        finally:
+            store.close()
+    if problems:
+        raise ConfigurationError("the lock store is set up wrong: " + "; ".join(problems))
+    warnings = [f"TLS to {redact(url)} verifies no certificate (ssl_cert_reqs is none): anyone on the network "
+                "path can pose as the lock store; give ssl_ca_certs instead (docs/security.md, TLS)"
+                for url in urls if unverified_tls(url, settings.transport_options)]
+    if outages:
+        warnings.append(f"the lock store is unreachable at worker start: {'; '.join(outages)}; starting anyway, "
+                        "and until it answers every locked task follows its on_lock_error")
+    return "; ".join(warnings) or None
