@@ -10,13 +10,17 @@ none is lost, and no two runs of a key overlap.
 
 Given a ``queued_or_running`` beat job, when its lock store has just started (a fresh store
 grants nothing for its first seconds), then each tick still runs once, at once: the publish
-waits for the store in place instead of treating it as an outage.
+waits for the store in place instead of treating it as an outage. So does a call published
+from the test process (it goes out under its enqueue lock), and a starting worker's probe (no
+"unreachable" warning).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import signal
+import time
 from collections import Counter
 from typing import Dict, Iterator
 
@@ -124,3 +128,36 @@ def test_a_young_lock_store_under_a_beat_job_runs_each_tick_once_and_on_time(wai
     assert _lines(beat_log, "a young lock store") >= 1, "no tick met the young store"
     for log in (beat_log, worker_log):
         assert _lines(log, "Redis unavailable") == 0 and _lines(log, "unreachable") == 0
+
+
+def test_a_call_published_to_a_young_lock_store_waits_and_goes_out_under_its_lock(waits_proj, fresh_lock_server,
+                                                                                  broker_redis, caplog):
+    import redis
+
+    from tests.integration.helpers import lock_keys
+    from tests.integration.topo import app_on
+
+    store = redis.Redis.from_url(fresh_lock_server.url, decode_responses=True)
+    with app_on(waits_proj, fresh_lock_server.url), caplog.at_level(logging.INFO, logger="celery_singleton_lock"):
+        first = waits_proj.tick.apply_async(("young",), queue="young-store")  # a queue no worker reads
+        again = waits_proj.tick.apply_async(("young",), queue="young-store")
+    broker_redis.delete("young-store")
+    assert again.id == first.id, "the second call is a duplicate of the first, queued under its lock"
+    assert len(lock_keys(store)) == 1
+    assert "enqueue lock" in caplog.text and "a young lock store" in caplog.text
+    assert "Redis unavailable" not in caplog.text
+    store.close()
+
+
+def test_a_worker_starting_on_a_young_lock_store_waits_for_it_and_does_not_call_it_unreachable(waits_proj,
+                                                                                               fresh_lock_server,
+                                                                                               caplog):
+    from celery_singleton_lock.runtime import check_lock_store
+    from tests.integration.topo import app_on
+
+    with app_on(waits_proj, fresh_lock_server.url), caplog.at_level(logging.INFO, logger="celery_singleton_lock"):
+        started = time.monotonic()
+        assert check_lock_store(waits_proj.app) is None  # no warning: the store is reachable
+        waited = time.monotonic() - started
+    assert "not granting yet at worker start" in caplog.text and "a young lock store" in caplog.text
+    assert waited <= 3.5
