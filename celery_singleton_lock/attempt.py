@@ -17,7 +17,8 @@ from celery.exceptions import Reject, Retry
 
 from . import headers, signals
 from .runtime import LockRuntime, runtime_for
-from .store import STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, error_text, new_token
+from .store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, RestartWait, error_text, new_token,
+                    wait_for_gate)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .options import LockOptions
@@ -66,7 +67,12 @@ class Attempt:
         """Adopt the enqueue lock this message carries, else take the run lock directly.
 
         Returns the outcome and the monotonic time before the ask (the lease counts from it).
+        A lock store that started a moment ago grants nothing yet: the ask waits, in place,
+        for its window to pass (a few seconds at most, see :func:`~.store.wait_for_gate`).
         """
+        return wait_for_gate(self._ask, self._waits_for_young_store)
+
+    def _ask(self) -> Tuple[Union[Grant, Conflict], float]:
         started = time.monotonic()
         store, keys, ttl_ms = self.runtime.store, self.keys, int(self.options.ttl * 1000)
         if self.enqueue_token:
@@ -152,6 +158,10 @@ class Attempt:
         return Completion(self.keys.done, self.request.id or "", int(self.options.queue_ttl * 1000), bool(always))
 
     # -- saying what it met ----------------------------------------------------------------------
+    def _waits_for_young_store(self, young: RestartWait) -> None:
+        logger.info("singleton lock: %s[%s] waits for lock %s: %s", self.task.name, self.request.id,
+                    self.keys.lock, young)
+
     def waits_turn(self, conflict: Conflict, behind: str) -> None:
         """Say that this copy runs after the holder: it is no duplicate (no ``lock_conflict``)."""
         logger.info("singleton lock: %s[%s] waits its turn behind %s: key %s held by %s on %s pid %s",

@@ -24,7 +24,9 @@ What a duplicate does at enqueue time:
 ``wait``  (``queued`` scope only) as ``skip`` at enqueue: a copy is already
           queued behind the running one; at run time that copy waits for it.
 
-When Redis is unreachable, ``on_lock_error="raise"`` raises to the caller and
+A lock store that started a moment ago (see :mod:`.store.start_gate`) is no outage:
+``apply_async`` waits for it to grant, a few seconds at most. When Redis is
+unreachable, ``on_lock_error="raise"`` raises to the caller and
 publishes nothing (an ask that lands late is released by token once the store
 answers); otherwise the message is published naming the token it asked with: the
 worker adopts that lock if the ask took it after all (a paused store runs it when
@@ -55,7 +57,8 @@ from .exceptions import ConfigurationError, LockBackendError, UnencodableArgumen
 from .policy import ON_LOCKED
 from .refusals import serializer_refused
 from .runtime import runtime_for
-from .store import STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact
+from .store import (STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact,
+                    wait_for_gate)
 
 __all__ = ["publish_locked", "CallOptions", "message_digest"]
 
@@ -151,8 +154,11 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
     # The lock waits in the queue as long as the message may: lock_queue_ttl past its eta.
     queue_ttl_ms = int((options.queue_ttl + call.delay()) * 1000)
     named = {headers.ENQUEUE_TOKEN: token, headers.ENQUEUE_DIGEST: digest}
-    try:
-        outcome = runtime.store.acquire(keys.queued, token, queue_ttl_ms, holder, state="queued")
+    try:  # a lock store that started a moment ago grants within seconds: the call waits for it
+        outcome = wait_for_gate(lambda: runtime.store.acquire(keys.queued, token, queue_ttl_ms, holder,
+                                                              state="queued"),
+                                lambda young: logger.info("singleton lock: %s: enqueue lock %s waits: %s",
+                                                          task.name, keys.queued, young))
     except STORE_ERRORS as exc:
         # The ask may still land (a paused or slow store runs it when it answers again): the
         # message names its token, so the worker adopts that lock if it exists, or guards the run.

@@ -86,8 +86,8 @@ def _run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body
     if isinstance(outcome, Conflict):
         try:
             decision = decide(attempt, outcome)
-        except STORE_ERRORS:
-            raise
+        except STORE_ERRORS as exc:  # the store failed under a wait: as at acquire, on_lock_error decides
+            return _store_unavailable(attempt, args, kwargs, body, exc, "wait", outcome)
         except BaseException:
             abandon(attempt.runtime, attempt.key, attempt.token)  # interrupted while waiting or re-asking
             raise
@@ -135,20 +135,24 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
 
 
 def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any],
-                       exc: BaseException, step: str) -> Any:
-    """The store did not grant or refuse the lock: an outage follows ``on_lock_error``; a misconfigured
-    lock store fails the task with :class:`ConfigurationError`, whatever ``on_lock_error`` says."""
+                       exc: BaseException, step: str, waited_for: Optional[Conflict] = None) -> Any:
+    """The store did not grant or refuse the lock (at the ask, or under a wait for ``waited_for``):
+    an outage follows ``on_lock_error``; a misconfigured lock store fails the task with
+    :class:`ConfigurationError`, whatever ``on_lock_error`` says."""
     task, task_id, policy = attempt.task.name, attempt.request.id, attempt.options.on_lock_error
     problem = permanent_problem(exc, step)
     if problem is not None:
         _misconfigured(attempt, exc, problem)
-    logger.error("singleton lock: %s[%s]: Redis unavailable while taking lock %s (%s); on_lock_error=%s",
-                 task, task_id, attempt.key, error_text(exc), policy)
+    doing = (f"waiting for lock {attempt.key} held by task {waited_for.task_id or '?'}" if waited_for is not None
+             else f"taking lock {attempt.key}")
+    logger.error("singleton lock: %s[%s]: Redis unavailable while %s (%s); on_lock_error=%s",
+                 task, task_id, doing, error_text(exc), policy)
     if policy == "run":
         return body()
-    error = LockBackendError(f"task {task}[{task_id}]: cannot reach Redis to take lock {attempt.key}: "
-                             f"{error_text(exc)}", task=task, key=attempt.key)
+    error = LockBackendError(f"task {task}[{task_id}]: cannot reach Redis while {doing}: {error_text(exc)}",
+                             task=task, key=attempt.key)
     if policy == "raise":
+        attempt.give_up_queue_slot()
         raise error from exc
     raise requeue(attempt, args, kwargs, None, error)
 

@@ -18,10 +18,10 @@ from .memory import MemoryBackend
 from .probe import ProbeFailed, probe_store
 from . import record
 from .redis_backend import RedisBackend
-from .start_gate import WINDOW_S as START_WINDOW_S, RestartWait
+from .start_gate import WINDOW_S as START_WINDOW_S, RestartWait, wait_for_gate
 
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
-           "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "MemoryBackend", "KeyLayout",
+           "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "wait_for_gate", "MemoryBackend", "KeyLayout",
            "LockKeys", "DEFAULT_PREFIX",
            "Lease", "Renewer", "connect", "open_store", "redact", "redact_options", "split_urls",
            "ambiguous_credentials", "unverified_tls", "STORE_ERRORS", "error_text", "is_permanent",

@@ -11,18 +11,27 @@ ACL only when the script runs them, so each script is run to its end.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
+from typing import Callable, Optional
 
 from .backend import Completion, Holder, new_token
 from .redis_backend import RedisBackend
 from .keys import KeyLayout
+from .start_gate import RestartWait, wait_for_gate
 
 __all__ = ["probe_store", "ProbeFailed", "PROBE_TASK"]
 
 #: The task name the probe's keys are filed under (a name no Celery task has).
 PROBE_TASK = "celery_singleton_lock.probe"
+
+logger = logging.getLogger("celery_singleton_lock")
+
+
+def _say_young(young: RestartWait) -> None:
+    logger.info("singleton lock: the lock store is not granting yet at worker start: %s; waiting", young)
 
 
 class ProbeFailed(Exception):
@@ -58,11 +67,13 @@ def _subscribe(store: RedisBackend, channel: str, timeout: float = 5.0) -> None:
         pubsub.close()
 
 
-def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000) -> None:
+def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000,
+                on_young: Optional[Callable[[RestartWait], None]] = _say_young) -> None:
     """Run the protocol once on a probe lock; raise :class:`ProbeFailed` for the first error Redis answers.
 
     ``store`` is one Redis (a quorum is probed master by master). The probe lock
-    lives ``ttl_ms`` at most, should the probe be cut short.
+    lives ``ttl_ms`` at most, should the probe be cut short. A server that started a
+    moment ago is waited for (``on_young`` is told), as grants wait for it.
     """
     queued_token, token = new_token(), new_token()
     queued, key = layout.queued(PROBE_TASK, queued_token), layout.lock(PROBE_TASK, queued_token)
@@ -71,8 +82,8 @@ def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000) ->
                     since_ms=int(time.time() * 1000), heartbeat_ms=ttl_ms // 3)
     step = _Step()
     try:
-        step("acquire")
-        store.acquire(queued, queued_token, ttl_ms, holder, state="queued")
+        step("acquire")  # a server that started a moment ago grants within seconds: no outage
+        wait_for_gate(lambda: store.acquire(queued, queued_token, ttl_ms, holder, state="queued"), on_young)
         step("adopt")
         store.adopt(queued, key, queued_token, token, ttl_ms, holder)  # loads the script
         step("fence")
