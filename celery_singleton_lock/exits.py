@@ -110,7 +110,7 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
         items = [(keys.lock, fields[headers.TOKEN])]
         enqueue_token = fields.get(headers.ENQUEUE_TOKEN)
         if enqueue_token:  # the child may have died before adopting it
-            items.append((keys.queued, enqueue_token))
+            items.append((keys.queued, enqueue_token, "queued"))
         released = any(runtime.store.release_many(items))
     except STORE_ERRORS as exc:
         logger.warning("singleton lock: %s[%s]: release after %s failed (%s); the lock expires within "
@@ -140,7 +140,9 @@ def release_enqueue_lock(task: Any, task_id: Any, fields: Any, why: str) -> bool
         digest = headers.enqueue_digest(fields, lambda: task.lock_digest(fields.get("args") or (),
                                                                            fields.get("kwargs") or {}))
         key = runtime.layout.enqueue(task.name, digest, task.singleton_lock()[0].scope)
-        released = runtime.store.release(key, token)
+        # Only while it is still queued: under queued_or_running a self.retry() message carries the
+        # running token of the execution that sent it, whose lock this must never delete.
+        released = runtime.store.release(key, token, state="queued")
     except Exception as exc:
         logger.warning("singleton lock: %s[%s]: releasing enqueue lock (%s) failed (%s); it expires within "
                        "lock_queue_ttl", task.name, task_id, why, error_text(exc))

@@ -153,7 +153,8 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
         # The ask may still land (a paused or slow store runs it when it answers again): the
         # message names its token, so the worker adopts that lock if it exists, or guards the run.
         return _unreachable(task, runtime, keys, options.on_lock_error, exc, lambda: publish(task_id, named),
-                            lambda: runtime.renewer.release_later(keys.queued, token, queue_ttl_ms / 1000.0))
+                            lambda: runtime.renewer.release_later(keys.queued, token, queue_ttl_ms / 1000.0,
+                                                                  state="queued"))
     if isinstance(outcome, Conflict):
         return _duplicate_at_enqueue(task, keys.queued, task_id, outcome, options.on_locked, publish, requested_id,
                                      call.continues)
@@ -187,7 +188,7 @@ def _unreachable(task: Any, runtime: Any, keys: LockKeys, on_lock_error: str, er
 def _release_unpublished(runtime: Any, task: Any, keys: LockKeys, token: str) -> None:
     """Nothing was queued: nothing may stay locked."""
     try:
-        runtime.store.release(keys.queued, token)
+        runtime.store.release(keys.queued, token, state="queued")
     except STORE_ERRORS as exc:
         logger.warning("singleton lock: %s: releasing %s after a failed publish failed (%s)", task.name,
                        keys.queued, error_text(exc))

@@ -233,7 +233,7 @@ def clear_lock(store: LockBackend, record: LockRecord, *, force: bool = False) -
         return ClearResult(record, False, (
             f"refused: {record.key} is held by {who}; {record.reason}. Clearing it would let {risk}. "
             "Pass --force to clear it anyway."))
-    if not store.release(record.key, record.token):
+    if not store.release(record.key, record.token, None, record.state):
         return ClearResult(record, False, (
             f"not cleared: {record.key} was released or changed hands since it was read; nothing was deleted"))
     if record.live:

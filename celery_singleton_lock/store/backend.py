@@ -134,12 +134,15 @@ class LockBackend(Protocol):
         is gone. (The heartbeat may be left out: a third of the ttl.) A lock a restarted server lost
         is taken back within its heartbeat of the start (see :mod:`.start_gate`)."""
 
-    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
+    def release(self, key: str, token: str, completion: Optional[Completion] = None,
+                state: str = "running") -> bool:
         """Compare-and-delete, announced to the waiters that asked; ``False`` when the lock was
-        gone or held under another token."""
+        gone, held under another token, or not in ``state``. ``"queued"`` gives up an enqueue
+        lock: it never deletes a running lock, not even one under that token (a ``self.retry()``
+        message carries its running predecessor's token as its enqueue token)."""
 
-    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
-        """:meth:`release` for several ``(key, token)`` pairs at once."""
+    def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
+        """:meth:`release` for several ``(key, token[, state])`` at once (state: ``"running"``)."""
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         """Note on the lock that a redelivered copy of its holder's message met it."""

@@ -138,10 +138,11 @@ class MemoryBackend:
                 out.append(ok)
             return out
 
-    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
+    def release(self, key: str, token: str, completion: Optional[Completion] = None,
+                state: str = "running") -> bool:
         with self._cond:
             lock = self._live(key)
-            if lock is None or lock.fields["token"] != token:
+            if lock is None or lock.fields["token"] != token or lock.fields["state"] != state:
                 return False
             del self._locks[key]
             self._announce(key, lock)
@@ -153,8 +154,8 @@ class MemoryBackend:
                 done[completion.task_id] = now + completion.remember_ms
             return True
 
-    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
-        return [self.release(key, token) for key, token in items]
+    def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
+        return [self.release(key, token, None, *state) for key, token, *state in items]
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         with self._cond:

@@ -36,9 +36,10 @@ UNKNOWN_HOLDER = Conflict(task_id="", host="", pid=None, since_ms=None, pttl_ms=
                           state="running")
 
 
-def release_call(key: str, token: str, completion: Optional[Completion]) -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
+def release_call(key: str, token: str, completion: Optional[Completion],
+                 state: str = "running") -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
     """RELEASE's KEYS and ARGV, with the completion note when one is asked for."""
-    start = record.head(token, "running")
+    start = record.head(token, state)
     if completion is None:
         return (key,), (start,)
     return (key, completion.done_key), (start, completion.task_id, completion.remember_ms,
@@ -184,8 +185,9 @@ class RedisBackend:
         """Move the fencing counter up to at least ``floor`` (a quorum's second round)."""
         return int(self._raise_fence(keys=(fence_key,), args=(floor,)))
 
-    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
-        keys, args = release_call(key, token, completion)
+    def release(self, key: str, token: str, completion: Optional[Completion] = None,
+                state: str = "running") -> bool:
+        keys, args = release_call(key, token, completion, state)
         return bool(self._script(self._release, keys, args))
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
@@ -194,13 +196,13 @@ class RedisBackend:
     def completed(self, done_key: str, task_id: str) -> bool:
         return bool(self._completed(keys=(done_key,), args=(task_id,)))
 
-    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
+    def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
         """One pipelined round trip for all of them."""
         if not items:
             return []
         pipe = self.client.pipeline(transaction=False)
-        for key, token in items:
-            keys, args = release_call(key, token, None)
+        for key, token, *state in items:
+            keys, args = release_call(key, token, None, *state)
             self._release(keys=keys, args=args, client=pipe)
         return [bool(r) for r in pipe.execute()]
 

@@ -245,6 +245,32 @@ def release_deletes_only_under_its_own_token(bench: Bench) -> None:
 
 
 @check
+def giving_up_an_enqueue_lock_never_deletes_a_running_lock_under_that_token(bench: Bench) -> None:
+    keys, backend = bench.keys(), bench.backend
+    # Given a running lock (queued_or_running: its key is also the enqueue key), whose token a
+    # self.retry() message (or a forged one) carries as its enqueue token
+    _take(bench, keys.lock, keys.fence, _token("p"))
+    # When that enqueue lock is given up (revoked, a duplicate dropped), alone or among others
+    assert backend.release(keys.lock, _token("p"), state="queued") is False
+    assert backend.release_many([(keys.lock, _token("p"), "queued")]) == [False]
+    # Then the running lock is untouched
+    info = _info(backend, keys.lock)
+    assert (info["token"], info["state"]) == (_token("p"), "running")
+    # Given it was handed back to the queue (the execution ended), then a run's release leaves the
+    # retry's enqueue lock alone, and giving up the enqueue lock deletes it
+    assert backend.requeue(keys.lock, _token("p"), LONG_MS)
+    assert backend.release(keys.lock, _token("p")) is False
+    assert backend.release_many([(keys.lock, _token("p"))]) == [False]
+    assert _info(backend, keys.lock)["state"] == "queued"
+    assert backend.release(keys.lock, _token("p"), state="queued") is True
+    assert backend.holder(keys.lock) is None
+    # and an enqueue lock under its own key goes the same way, by its token only
+    _take(bench, keys.queued, keys.fence, _token("e"), state="queued")
+    assert backend.release_many([(keys.queued, _token("x"), "queued"), (keys.queued, _token("e"), "queued")]) == [
+        False, True]
+
+
+@check
 def release_many_answers_per_pair_in_order(bench: Bench) -> None:
     one, two, three = bench.keys(), bench.keys(), bench.keys()
     _take(bench, one.lock, one.fence, _token("1"))
