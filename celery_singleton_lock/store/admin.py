@@ -36,9 +36,6 @@ __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", 
 #: A running lock not renewed for this many heartbeat periods has a holder that stopped renewing.
 STALE_HEARTBEATS = 1.5
 
-_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
-
-
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
@@ -48,20 +45,6 @@ def _int(value: Optional[str]) -> Optional[int]:
         return int(value) if value is not None else None
     except ValueError:
         return None
-
-
-def _glob_escape(text: str) -> str:
-    return _GLOB_SPECIAL.sub(r"\\\1", text)
-
-
-def split_key(layout: KeyLayout, key: str) -> Optional[Tuple[str, str]]:
-    """``(task, rest)`` of a key under ``layout``'s prefix, ``rest`` being ``digest`` or ``digest:queued``."""
-    head = f"{layout.prefix}:{{"
-    if not key.startswith(head) or "}:" not in key:
-        return None
-    tag, rest = key[len(head):].rsplit("}:", 1)
-    task, _, bucket = tag.rpartition(":")
-    return (task, rest) if task and len(bucket) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -137,7 +120,7 @@ def _judge(state: str, ttl_ms: Optional[int], pttl_ms: int, heartbeat_ms: Option
 
 def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, now_ms: int,
             local_host: str) -> Optional[LockRecord]:
-    parts = split_key(layout, key)
+    parts = layout.split(key)
     if parts is None or not fields.get("token"):
         return None
     task, rest = parts
@@ -181,11 +164,11 @@ def scan_locks(client: Client, layout: KeyLayout, task: Optional[str] = None, *,
                batch: int = 500, local_host: Optional[str] = None) -> Iterator[LockRecord]:
     """Every lock under ``layout`` (of one task when given), read batch by batch with SCAN."""
     local_host = local_host or socket.gethostname()
-    pattern = layout.pattern(_glob_escape(task)) if task else layout.pattern()
     pending: List[str] = []
-    for raw in client.scan_iter(match=pattern, count=batch):
+    for raw in client.scan_iter(match=layout.pattern(task or None), count=batch):
         key = _text(raw)
-        if layout.is_bookkeeping(key):
+        # The pattern is a glob: it also matches a task whose name goes on after this one's
+        if layout.is_bookkeeping(key) or (task and (layout.split(key) or ("",))[0] != task):
             continue
         pending.append(key)
         if len(pending) >= batch:
@@ -204,7 +187,7 @@ def read_lock(client: Client, layout: KeyLayout, key: str,
 
 def find_locks(client: Client, layout: KeyLayout, name: str) -> List[LockRecord]:
     """Locks named by a full key, a digest, or a digest's first characters (as git abbreviates)."""
-    if split_key(layout, name) is not None:
+    if layout.split(name) is not None:
         record = read_lock(client, layout, name)
         return [record] if record else []
     if not re.fullmatch(r"[0-9a-f]{4,32}(:queued)?", name):
