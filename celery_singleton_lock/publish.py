@@ -210,11 +210,12 @@ def _duplicate_at_enqueue(task: Any, key: str, task_id: str, conflict: Conflict,
         # A call that something follows (a chain's next step, a chord's body, a link) must end in
         # the worker, which skips it: its SUCCESS moves the chain on and counts toward the chord.
         return publish(task_id, {headers.SKIPPED: conflict.task_id or "?"})
-    if requested_id and requested_id != conflict.task_id:
-        # The caller (a group, a chain, an explicit task_id) already holds a result for this id:
-        # it ends as a skipped duplicate does at run time, instead of PENDING forever.
-        _store_skipped(task, requested_id)
-    return task.AsyncResult(conflict.task_id)
+    if (requested_id and requested_id != conflict.task_id) or not conflict.task_id:
+        # The caller (a group, a chain, an explicit task_id) already holds a result for this id, or
+        # the holder has none to wait on (a foreign key): it ends as a skipped duplicate does at run
+        # time, instead of PENDING forever.
+        _store_skipped(task, task_id)
+    return task.AsyncResult(conflict.task_id or task_id)
 
 
 def _store_skipped(task: Any, task_id: str) -> None:

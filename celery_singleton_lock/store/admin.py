@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .backend import LockBackend
-from .redis_backend import Client
+from .redis_backend import Client, RedisBackend
 from .keys import KeyLayout
-from . import record as lock_value
+from . import foreign, record as lock_value
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
            "STALE_HEARTBEATS"]
@@ -59,7 +59,8 @@ class LockRecord:
     task: str
     digest: str
     kind: str                 # "run" (the lock key) or "queued" (a queued-scope enqueue lock)
-    state: str                # "running", or "queued" while the message waits in the queue
+    state: str                # "running", "queued" while the message waits in the queue, or
+                              # "foreign": the key holds something this library did not write
     task_id: str
     host: str
     pid: Optional[int]
@@ -73,6 +74,7 @@ class LockRecord:
     stale: bool               # a running lock whose holder has stopped renewing it
     lost: bool                # its holder process is known to be gone (same host, pid not running)
     reason: str               # one sentence: why the flags are what they are
+    holds: str = "lock"       # "lock", or what a foreign key holds: "other-type" or "string"
 
     @property
     def live(self) -> bool:
@@ -118,14 +120,21 @@ def _judge(state: str, ttl_ms: Optional[int], pttl_ms: int, heartbeat_ms: Option
         "so it is alive")
 
 
-def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, now_ms: int,
-            local_host: str) -> Optional[LockRecord]:
+def _where(layout: KeyLayout, key: str) -> Optional[Tuple[str, str, str]]:
+    """``(task, digest, kind)`` of a lock key; ``None`` for a key of another shape."""
     parts = layout.split(key)
-    if parts is None or not fields.get("token"):
+    if parts is None:
         return None
     task, rest = parts
-    kind = "queued" if rest.endswith(":queued") else "run"
-    digest = rest[: -len(":queued")] if kind == "queued" else rest
+    return (task, rest[: -len(":queued")], "queued") if rest.endswith(":queued") else (task, rest, "run")
+
+
+def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, now_ms: int,
+            local_host: str) -> Optional[LockRecord]:
+    where = _where(layout, key)
+    if where is None:
+        return None
+    task, digest, kind = where
     state = fields.get("state") or "running"
     ttl_ms, heartbeat_ms, pid = _int(fields.get("ttl")), _int(fields.get("hb")), _int(fields.get("pid"))
     since_ms = _int(fields.get("since"))
@@ -138,13 +147,28 @@ def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, n
         token=fields["token"], stale=stale, lost=lost, reason=reason)
 
 
+def _foreign(layout: KeyLayout, key: str, holds: str, pttl_ms: int) -> Optional[LockRecord]:
+    """The record of a key at a lock's name that is no lock (see :mod:`.foreign`)."""
+    where = _where(layout, key)
+    if where is None:
+        return None
+    task, digest, kind = where
+    what = "a value of another Redis type" if holds == foreign.OTHER_TYPE else "a string that is no lock value"
+    expiry = "it never expires" if pttl_ms < 0 else f"it expires in {pttl_ms / 1000:.1f}s"
+    return LockRecord(
+        key=key, task=task, digest=digest, kind=kind, state=foreign.STATE, task_id="", host="", pid=None, since_ms=None, age_ms=None, ttl_ms=None,
+        pttl_ms=pttl_ms, heartbeat_ms=None, since_renewal_ms=None, token="", stale=True, lost=False,
+        reason=(f"not a lock: {what} that this library did not write ({expiry}); every call of these arguments "
+                "meets it as a holder until it is cleared"), holds=holds)
+
+
 def _read_batch(client: Client, layout: KeyLayout, keys: List[str],
                 local_host: str) -> List[LockRecord]:
     pipe = client.pipeline(transaction=False)
     for key in keys:
         pipe.get(key)
         pipe.pttl(key)
-    replies = pipe.execute(raise_on_error=False)  # a key of another type answers WRONGTYPE: skip it
+    replies = pipe.execute(raise_on_error=False)  # a key of another type answers WRONGTYPE: a foreign one
     for reply in replies:
         if isinstance(reply, Exception) and not str(reply).startswith("WRONGTYPE"):
             raise reply  # a refused command (NOPERM...) is no missing lock
@@ -152,9 +176,13 @@ def _read_batch(client: Client, layout: KeyLayout, keys: List[str],
     found = []
     for index, key in enumerate(keys):
         value, pttl = replies[2 * index], replies[2 * index + 1]
-        if isinstance(value, Exception) or value is None or isinstance(pttl, Exception) or pttl == -2:
-            continue  # gone since the SCAN saw it, or not a lock
-        record = _record(layout, key, lock_value.decode(value), int(pttl), now_ms, local_host)
+        if value is None or isinstance(pttl, Exception) or pttl == -2:
+            continue  # gone since the SCAN saw it
+        fields = None if isinstance(value, Exception) else lock_value.decode(value)
+        if fields is None or not lock_value.is_lock(fields):  # WRONGTYPE, or a string of another program
+            record = _foreign(layout, key, foreign.OTHER_TYPE if fields is None else foreign.STRING, int(pttl))
+        else:
+            record = _record(layout, key, fields, int(pttl), now_ms, local_host)
         if record is not None:
             found.append(record)
     return found
@@ -209,6 +237,8 @@ class ClearResult:
 
 def clear_lock(store: LockBackend, record: LockRecord, *, force: bool = False) -> ClearResult:
     """Delete ``record``'s lock if it still has the token that was read, refusing a live one unless ``force``."""
+    if record.state == foreign.STATE:
+        return _clear_foreign(store, record)
     who = f"task {record.task_id or '?'} on {record.host or '?'} pid {record.pid or '?'}"
     if record.live and not force:
         risk = ("a second copy be queued beside that message" if record.state == "queued"
@@ -224,3 +254,13 @@ def clear_lock(store: LockBackend, record: LockRecord, *, force: bool = False) -
             f"cleared {record.key} held by {who} (forced; {record.reason}). Its holder logs "
             "'singleton lock LOST' at its next heartbeat and keeps running unguarded."))
     return ClearResult(record, True, f"cleared {record.key} held by {who} ({record.reason})")
+
+
+def _clear_foreign(store: LockBackend, record: LockRecord) -> ClearResult:
+    """Delete a key that is no lock, while it is still what was read (never a lock taken since)."""
+    if not isinstance(store, RedisBackend):
+        return ClearResult(record, False, f"not cleared: {record.key} is no lock, and is cleared on one Redis server")
+    if not store.clear_foreign(record.key, record.holds):
+        return ClearResult(record, False, (
+            f"not cleared: {record.key} is gone or holds a lock since it was read; nothing was deleted"))
+    return ClearResult(record, True, f"cleared {record.key}, which was {record.reason}")

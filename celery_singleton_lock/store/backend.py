@@ -51,8 +51,9 @@ GRANT = Grant()
 class Conflict:
     """Someone else holds the lock: who, since when, for how long still, in which state.
 
-    ``state`` is ``"running"`` (an execution holds it) or ``"queued"`` (an enqueue lock
-    waiting for its message); ``same_token`` is true when the holder runs under the
+    ``state`` is ``"running"`` (an execution holds it), ``"queued"`` (an enqueue lock
+    waiting for its message) or ``"foreign"`` (the key holds something this library did not
+    write: see :mod:`.foreign`); ``same_token`` is true when the holder runs under the
     token the caller handed in (a ``self.retry()`` that has not handed the lock over yet).
     """
 

@@ -19,9 +19,13 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Optional
 
+from . import foreign
 from .backend import Conflict, Holder
 
-__all__ = ["encode", "head", "decode", "conflict", "FIELDS"]
+__all__ = ["encode", "head", "decode", "is_lock", "conflict", "FIELDS", "STATES"]
+
+#: The states of a lock value; a string at a lock's name in no such state is no lock (see :mod:`.foreign`).
+STATES = ("running", "queued")
 
 FIELDS = ("token", "state", "flags", "hb", "ttl", "since", "pid", "host", "task_id")
 
@@ -53,6 +57,11 @@ def decode(value: Any) -> Dict[str, str]:
     return fields
 
 
+def is_lock(fields: Dict[str, str]) -> bool:
+    """Whether :func:`decode`'s fields are a lock's (and not another program's string)."""
+    return bool(fields["token"]) and fields["state"] in STATES
+
+
 def _int(value: str) -> Optional[int]:
     try:
         return int(value)
@@ -61,8 +70,11 @@ def _int(value: str) -> Optional[int]:
 
 
 def conflict(value: Any, pttl_ms: Any, token: Optional[str]) -> Conflict:
-    """The :class:`Conflict` a lock's value describes; ``same_token`` when it holds ``token``."""
+    """The :class:`Conflict` a lock's value describes; ``same_token`` when it holds ``token``
+    (a foreign holder when the value is no lock's)."""
     fields = decode(value)
+    if not is_lock(fields):
+        return foreign.holder(pttl_ms)
     return Conflict(task_id=fields["task_id"], host=fields["host"], pid=_int(fields["pid"]),
                     since_ms=_int(fields["since"]), pttl_ms=max(int(pttl_ms or 0), 0),
                     heartbeat_ms=_int(fields["hb"]), state=fields["state"],

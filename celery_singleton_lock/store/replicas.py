@@ -93,7 +93,7 @@ class ReplicaAckBackend(RedisBackend):
                     raise replies[3]
                 acknowledged = self._acknowledged(key, token, result, int(replies[3]), state)
                 assert not isinstance(acknowledged, NotOurs)
-                return acknowledged
+                return self.met(key, acknowledged)
         return UNKNOWN_HOLDER
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str,

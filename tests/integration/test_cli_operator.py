@@ -39,3 +39,67 @@ def test_clear_task_stale_matches_the_task_name_exactly(proj, lock_redis):
     assert "cleared 1 stale lock(s) of task billing.charge" in cleared.stdout
     assert lock_redis.exists(mine) == 0 and lock_redis.exists(nested) == 1
     assert [lock["task_id"] for lock in listed("--task", "billing.charge:5}:x")] == ["nested"]
+
+
+def test_a_key_of_another_type_at_a_locks_name_is_a_foreign_holder_listed_and_cleared(proj, start_worker,
+                                                                                     lock_redis):
+    worker = start_worker(concurrency=1)
+    # Given a sorted set (no TTL) put at the name of a call's lock, as the ACL user can
+    key = LAYOUT.lock(proj.storm.name, proj.storm.lock_digest(("k",), {}))
+    lock_redis.zadd(key, {"planted": 1})
+
+    # When the call runs, then it meets a holder, and the worker says which key and what to do
+    assert proj.storm.delay("k", duration=0.1).get(timeout=20) is None  # skipped as a duplicate
+    assert f"key {key} holds a value this library did not write" in worker.log()
+    assert f"celery locks clear {key}" in worker.log()
+    # and at enqueue time it is a holder too, whose call still ends (not PENDING for ever)
+    qor_key = LAYOUT.lock(proj.qor_job.name, proj.qor_job.lock_digest(("k",), {}))
+    lock_redis.zadd(qor_key, {"planted": 1})
+    assert proj.qor_job.delay("k").get(timeout=5) is None
+
+    # When the operator lists, then both show, flagged foreign
+    found = {lock["key"]: lock for lock in listed()}
+    assert set(found) == {key, qor_key}
+    assert (found[key]["state"], found[key]["holds"], found[key]["stale"], found[key]["pttl_ms"]) == (
+        "foreign", "other-type", True, -1)
+    assert "foreign" in run_cli("list").stdout
+    shown = run_cli("show", key)
+    assert shown.returncode == 0 and "not a lock" in shown.stdout
+
+    # When the operator clears one (no --force: it is no live lock), then it is gone, and the call runs
+    cleared = run_cli("clear", key)
+    assert cleared.returncode == 0, cleared.stderr
+    assert lock_redis.exists(key) == 0
+    assert proj.storm.delay("k", duration=0.1).get(timeout=20)["key"] == "k"
+    # and clear --stale removes the other
+    assert "cleared 1 stale lock(s)" in run_cli("clear", "--stale").stdout
+    assert lock_redis.exists(qor_key) == 0
+
+
+def test_a_foreign_string_and_a_foreign_type_are_holders_and_never_stop_a_renewal(proj, lock_redis):
+    from celery_singleton_lock.store import Conflict, Grant
+    from celery_singleton_lock.store.admin import clear_lock, read_lock
+
+    store = RedisBackend(lock_redis)
+    holder = Holder("mine", "here", 1, int(time.time() * 1000), 1_000)
+    planted, text, mine = (LAYOUT.lock("t", digest * 32) for digest in "abc")
+    lock_redis.zadd(planted, {"x": 1})
+    lock_redis.set(text, "hello world", px=60_000)
+    # Given keys at locks' names that are no locks: an acquire meets a foreign holder
+    for key in (planted, text):
+        met = store.acquire(key, "t", 30_000, holder)
+        assert isinstance(met, Conflict) and met.state == "foreign" and met.task_id == "", (key, met)
+    # and a renewal of a lock batched with one of them still renews the lock
+    assert isinstance(store.acquire(mine, "m", 3_000, holder), Grant)
+    assert store.renew([(planted, "t", 30_000), (mine, "m", 30_000)]) == [False, True]
+    assert lock_redis.pttl(mine) > 3_000
+    # When the operator clears them, then they go; a lock taken at a foreign key's name since it was
+    # read is left alone
+    text_record = read_lock(lock_redis, LAYOUT, text)
+    assert text_record is not None and text_record.holds == "string"
+    lock_redis.delete(text)
+    assert isinstance(store.acquire(text, "new", 30_000, holder), Grant)
+    assert not clear_lock(store, text_record).cleared
+    assert lock_redis.get(text).startswith("new running")
+    assert clear_lock(store, read_lock(lock_redis, LAYOUT, planted)).cleared
+    assert lock_redis.exists(planted) == 0
