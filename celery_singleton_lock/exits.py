@@ -26,7 +26,7 @@ Each function logs and carries on when the store does not answer: the TTL frees 
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 from . import headers, signals
 from .runtime import LockRuntime, peek_runtime, runtime_for
@@ -107,9 +107,9 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
         digest = task.lock_digest(args, kwargs)
         keys = runtime.layout.keys(task.name, digest, options.scope,
                                    headers.enqueue_digest(fields, lambda: digest))
-        items = [(keys.lock, fields[headers.TOKEN])]
+        items: List[Tuple[str, ...]] = [(keys.lock, fields[headers.TOKEN], "running")]
         enqueue_token = fields.get(headers.ENQUEUE_TOKEN)
-        if enqueue_token:  # the child may have died before adopting it
+        if enqueue_token:  # the child may have died before adopting it (while still queued: see release_enqueue_lock)
             items.append((keys.queued, enqueue_token, "queued"))
         released = any(runtime.store.release_many(items))
     except STORE_ERRORS as exc:

@@ -13,9 +13,11 @@ lock it does not hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import urandom
 from typing import Any, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+
+from . import pid_namespace
 
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS",
            "Outcome", "Completion", "new_token"]
@@ -35,6 +37,8 @@ class Holder:
     pid: int
     since_ms: int
     heartbeat_ms: int
+    #: The PID namespace ``pid`` belongs to (:mod:`.pid_namespace`); this process's by default.
+    pid_ns: str = field(default_factory=pid_namespace.current)
 
 
 @dataclass(frozen=True)

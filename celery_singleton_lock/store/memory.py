@@ -75,7 +75,8 @@ class MemoryBackend:
 
     def _grant(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str, awaited: bool = False) -> Grant:
         self._locks[key] = _Lock({"token": token, "task_id": holder.task_id,
-                                  "host": holder.host, "pid": str(holder.pid), "since": str(holder.since_ms),
+                                  "host": holder.host, "pid": str(holder.pid), "pid_ns": holder.pid_ns,
+                                  "since": str(holder.since_ms),
                                   "ttl": str(ttl_ms), "hb": str(holder.heartbeat_ms), "state": state,
                                   "redelivered": ""},
                                  self._now_ms() + ttl_ms, awaited)

@@ -8,10 +8,18 @@ holder still renews is never judged lost.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 
-from celery_singleton_lock.store import Holder, KeyLayout, RedisBackend
-from tests.integration.test_cli import listed, run_cli
+import pytest
+
+from celery_singleton_lock.store import Holder, KeyLayout, RedisBackend, pid_namespace
+from tests.integration.helpers import lock_field
+from tests.integration.test_cli import QUICK_TTL, ROOT, holding, listed, run_cli  # noqa: F401 - a fixture
 
 LAYOUT = KeyLayout("csltest")
 
@@ -103,3 +111,36 @@ def test_a_foreign_string_and_a_foreign_type_are_holders_and_never_stop_a_renewa
     assert lock_redis.get(text).startswith("new running")
     assert clear_lock(store, read_lock(lock_redis, LAYOUT, planted)).cleared
     assert lock_redis.exists(planted) == 0
+
+
+def test_clear_stale_in_another_pid_namespace_leaves_a_live_holder_alone(holding, lock_redis):
+    # Given a live holder, renewed every second by a worker on this host
+    _, result, started = holding
+    [key] = [k for k in lock_redis.scan_iter("csltest:*") if not k.endswith((":fence", ":done"))]
+    token = lock_field(lock_redis, key, "token")
+
+    # When an operator in another PID namespace of the same host (a host-networked container),
+    # where the holder's pid is not visible, lists and clears the stale locks of its task
+    listing = run_cli_in_new_pid_namespace("list", "--json")
+    cleared = run_cli_in_new_pid_namespace("clear", "--task", QUICK_TTL, "--stale")
+
+    # Then the lock is live (its fresh renewal outweighs a pid not seen), and it is left alone
+    assert listing.returncode == 0, listing.stderr
+    [lock] = json.loads(listing.stdout)
+    assert (lock["task_id"], lock["pid"], lock["lost"], lock["stale"]) == (result.id, started["pid"], False, False)
+    assert lock["pid_ns"] and lock["pid_ns"] == pid_namespace.current()
+    assert cleared.returncode == 0, cleared.stderr
+    assert "cleared 0 stale lock(s)" in cleared.stdout and "left 1 live lock(s)" in cleared.stdout
+    assert lock_field(lock_redis, key, "token") == token
+    # and the same command in the holder's own namespace agrees
+    assert "left 1 live lock(s)" in run_cli("clear", "--task", QUICK_TTL, "--stale").stdout
+
+
+def run_cli_in_new_pid_namespace(*args: str) -> subprocess.CompletedProcess:
+    """``celery locks`` under ``unshare -pf --mount-proc``: same host name, a PID namespace of its own."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs unshare(1) and root to start a PID namespace")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    return subprocess.run(["unshare", "-pf", "--mount-proc", sys.executable, "-m", "celery", "-A",
+                           "tests.integration.proj", "locks", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=60)
