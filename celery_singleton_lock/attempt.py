@@ -119,7 +119,7 @@ class Attempt:
         """A ``queued`` copy that will not run frees its place in the queue."""
         if self.enqueue_token:
             try:
-                self.runtime.store.release(self.keys.queued, self.enqueue_token)
+                self.runtime.store.release(self.keys.queued, self.enqueue_token, state="queued")
             except STORE_ERRORS as exc:
                 logger.warning("singleton lock: freeing queue slot %s failed (%s); it expires within "
                                "lock_queue_ttl", self.keys.queued, error_text(exc))

@@ -112,8 +112,8 @@ def _duration(ms: Optional[int]) -> str:
 
 
 def _flags(record: LockRecord) -> str:
-    names = [name for name, on in (("queued", record.state == "queued"), ("stale", record.stale),
-                                   ("lost", record.lost)) if on]
+    names = [name for name, on in (("queued", record.state == "queued"), ("foreign", record.state == "foreign"),
+                                   ("stale", record.stale), ("lost", record.lost)) if on]
     return ",".join(names) or "-"
 
 

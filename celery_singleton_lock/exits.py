@@ -27,7 +27,7 @@ Each function logs and carries on when the store does not answer: the TTL frees 
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 from . import headers, signals
 from .runtime import LockRuntime, peek_runtime, runtime_for
@@ -108,10 +108,10 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
         digest = task.lock_digest(args, kwargs)
         keys = runtime.layout.keys(task.name, digest, options.scope,
                                    headers.enqueue_digest(fields, lambda: digest))
-        items = [(keys.lock, fields[headers.TOKEN])]
+        items: List[Tuple[str, ...]] = [(keys.lock, fields[headers.TOKEN], "running")]
         enqueue_token = fields.get(headers.ENQUEUE_TOKEN)
-        if enqueue_token:  # the child may have died before adopting it
-            items.append((keys.queued, enqueue_token))
+        if enqueue_token:  # the child may have died before adopting it (while still queued: see release_enqueue_lock)
+            items.append((keys.queued, enqueue_token, "queued"))
         released = any(runtime.store.release_many(items))
     except STORE_ERRORS as exc:
         logger.warning("singleton lock: %s[%s]: release after %s failed (%s); the lock expires within "
@@ -141,7 +141,9 @@ def release_enqueue_lock(task: Any, task_id: Any, fields: Any, why: str) -> bool
         digest = headers.enqueue_digest(fields, lambda: task.lock_digest(fields.get("args") or (),
                                                                            fields.get("kwargs") or {}))
         key = runtime.layout.enqueue(task.name, digest, task.singleton_lock()[0].scope)
-        released = runtime.store.release(key, token)
+        # Only while it is still queued: under queued_or_running a self.retry() message carries the
+        # running token of the execution that sent it, whose lock this must never delete.
+        released = runtime.store.release(key, token, state="queued")
     except Exception as exc:
         logger.warning("singleton lock: %s[%s]: releasing enqueue lock (%s) failed (%s); it expires within "
                        "lock_queue_ttl", task.name, task_id, why, error_text(exc))

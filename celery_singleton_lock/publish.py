@@ -163,7 +163,8 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
         # The ask may still land (a paused or slow store runs it when it answers again): the
         # message names its token, so the worker adopts that lock if it exists, or guards the run.
         return _unreachable(task, runtime, keys, options.on_lock_error, exc, lambda: publish(task_id, named),
-                            lambda: runtime.renewer.release_later(keys.queued, token, queue_ttl_ms / 1000.0))
+                            lambda: runtime.renewer.release_later(keys.queued, token, queue_ttl_ms / 1000.0,
+                                                                  state="queued"))
     if isinstance(outcome, Conflict):
         return _duplicate_at_enqueue(task, keys.queued, task_id, outcome, options.on_locked, publish, requested_id,
                                      call.continues)
@@ -197,7 +198,7 @@ def _unreachable(task: Any, runtime: Any, keys: LockKeys, on_lock_error: str, er
 def _release_unpublished(runtime: Any, task: Any, keys: LockKeys, token: str) -> None:
     """Nothing was queued: nothing may stay locked."""
     try:
-        runtime.store.release(keys.queued, token)
+        runtime.store.release(keys.queued, token, state="queued")
     except STORE_ERRORS as exc:
         logger.warning("singleton lock: %s: releasing %s after a failed publish failed (%s)", task.name,
                        keys.queued, error_text(exc))
@@ -219,11 +220,12 @@ def _duplicate_at_enqueue(task: Any, key: str, task_id: str, conflict: Conflict,
         # A call that something follows (a chain's next step, a chord's body, a link) must end in
         # the worker, which skips it: its SUCCESS moves the chain on and counts toward the chord.
         return publish(task_id, {headers.SKIPPED: conflict.task_id or "?"})
-    if requested_id and requested_id != conflict.task_id:
-        # The caller (a group, a chain, an explicit task_id) already holds a result for this id:
-        # it ends as a skipped duplicate does at run time, instead of PENDING forever.
-        _store_skipped(task, requested_id)
-    return task.AsyncResult(conflict.task_id)
+    if (requested_id and requested_id != conflict.task_id) or not conflict.task_id:
+        # The caller (a group, a chain, an explicit task_id) already holds a result for this id, or
+        # the holder has none to wait on (a foreign key): it ends as a skipped duplicate does at run
+        # time, instead of PENDING forever.
+        _store_skipped(task, task_id)
+    return task.AsyncResult(conflict.task_id or task_id)
 
 
 def _store_skipped(task: Any, task_id: str) -> None:

@@ -13,9 +13,11 @@ lock it does not hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import urandom
 from typing import Any, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+
+from . import pid_namespace
 
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS",
            "Outcome", "Completion", "new_token"]
@@ -35,6 +37,8 @@ class Holder:
     pid: int
     since_ms: int
     heartbeat_ms: int
+    #: The PID namespace ``pid`` belongs to (:mod:`.pid_namespace`); this process's by default.
+    pid_ns: str = field(default_factory=pid_namespace.current)
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,9 @@ GRANT = Grant()
 class Conflict:
     """Someone else holds the lock: who, since when, for how long still, in which state.
 
-    ``state`` is ``"running"`` (an execution holds it) or ``"queued"`` (an enqueue lock
-    waiting for its message); ``same_token`` is true when the holder runs under the
+    ``state`` is ``"running"`` (an execution holds it), ``"queued"`` (an enqueue lock
+    waiting for its message) or ``"foreign"`` (the key holds something this library did not
+    write: see :mod:`.foreign`); ``same_token`` is true when the holder runs under the
     token the caller handed in (a ``self.retry()`` that has not handed the lock over yet).
     """
 
@@ -134,12 +139,15 @@ class LockBackend(Protocol):
         is gone. (The heartbeat may be left out: a third of the ttl.) A lock a restarted server lost
         is taken back within its heartbeat of the start (see :mod:`.start_gate`)."""
 
-    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
+    def release(self, key: str, token: str, completion: Optional[Completion] = None,
+                state: str = "running") -> bool:
         """Compare-and-delete, announced to the waiters that asked; ``False`` when the lock was
-        gone or held under another token."""
+        gone, held under another token, or not in ``state``. ``"queued"`` gives up an enqueue
+        lock: it never deletes a running lock, not even one under that token (a ``self.retry()``
+        message carries its running predecessor's token as its enqueue token)."""
 
-    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
-        """:meth:`release` for several ``(key, token)`` pairs at once."""
+    def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
+        """:meth:`release` for several ``(key, token[, state])`` at once (state: ``"running"``)."""
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         """Note on the lock that a redelivered copy of its holder's message met it."""

@@ -53,10 +53,10 @@ class ClusterBackend(RedisBackend):
             out.append(reply)
         return out
 
-    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
+    def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
         if not items:
             return []
-        calls = [release_call(key, token, None) for key, token in items]
+        calls = [release_call(key, token, None, *state) for key, token, *state in items]
         return [bool(r) for r in self._batched(self._release, calls)]
 
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:

@@ -41,11 +41,12 @@ LostCallback = Callable[["Lease", str], None]
 class _Withdrawal:
     """A lock an unanswered ask may have taken: released by token once the store answers."""
 
-    __slots__ = ("key", "token", "until", "answers")
+    __slots__ = ("key", "token", "state", "until", "answers")
 
-    def __init__(self, key: str, token: str, until: float) -> None:
+    def __init__(self, key: str, token: str, state: str, until: float) -> None:
         self.key = key
         self.token = token
+        self.state = state
         self.until = until
         self.answers = 0
 
@@ -93,8 +94,8 @@ class Renewer:
             self._leases.add(lease)
             self._wake(lease.next_due)
 
-    def release_later(self, key: str, token: str, within: float) -> None:
-        """Release ``key`` by ``token`` once the store answers again, from the renewal thread.
+    def release_later(self, key: str, token: str, within: float, state: str = "running") -> None:
+        """Release ``key`` by ``token`` (in ``state``) once the store answers again, from the renewal thread.
 
         For an ask that failed without an answer: it may still run (a paused store reads it
         when it resumes). Released on two answered tries a period apart, so a release that
@@ -104,7 +105,7 @@ class Renewer:
         with self._cond:
             self._closed = False
             now = self._clock()
-            self._withdrawals.append(_Withdrawal(key, token, now + within))
+            self._withdrawals.append(_Withdrawal(key, token, state, now + within))
             if len(self._withdrawals) == 1:
                 self._withdraw_due = now + self.restart_check
             self._wake(self._withdraw_due)
@@ -209,7 +210,7 @@ class Renewer:
     def _withdraw(self, withdrawals: List[_Withdrawal]) -> None:
         self._withdraw_due = self._clock() + self.restart_check
         try:
-            self._store.release_many([(item.key, item.token) for item in withdrawals])
+            self._store.release_many([(item.key, item.token, item.state) for item in withdrawals])
             answered = 1
         except Exception as exc:
             logger.debug("singleton-lock heartbeat: withdrawing %d ask(s) failed, retrying: %s", len(withdrawals),

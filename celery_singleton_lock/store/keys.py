@@ -14,19 +14,39 @@ bounded: sixteen counters per task, whatever the number of arguments.
                                           each kept for a while
 
 The lock key doubles as the Pub/Sub channel on which its release is announced.
+
+Redis Cluster hashes only what lies between a key's first ``{`` and the next ``}``, and the
+whole key when that is empty. A task name starting with ``}`` would leave it empty, and
+scatter one lock's keys over several slots; such a name is written with a backslash in front
+(:func:`tag_name`), as is one that starts with a backslash, so that no two names meet.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
-__all__ = ["KeyLayout", "LockKeys", "DEFAULT_PREFIX", "BUCKETS"]
+__all__ = ["KeyLayout", "LockKeys", "DEFAULT_PREFIX", "BUCKETS", "tag_name"]
 
 DEFAULT_PREFIX = "singleton_lock"
 
 #: Buckets per task: the first hex digit of the argument digest.
 BUCKETS = 16
+
+#: Put in front of a task name that would leave the hash tag empty (see the module docstring).
+_ESCAPE = "\\"
+
+_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+
+def tag_name(task: str) -> str:
+    """The task name as the hash tag holds it: never starting with ``}``, one to one."""
+    return _ESCAPE + task if task.startswith(("}", _ESCAPE)) else task
+
+
+def _task_name(tagged: str) -> str:
+    return tagged[len(_ESCAPE):] if tagged.startswith(_ESCAPE) else tagged
 
 
 def bucket(digest: str) -> str:
@@ -65,7 +85,7 @@ class KeyLayout:
 
     def tag(self, task: str, digest: str) -> str:
         """The key prefix of the digest's bucket, hash tag included."""
-        return f"{self.prefix}:{{{task}:{bucket(digest)}}}"
+        return f"{self.prefix}:{{{tag_name(task)}:{bucket(digest)}}}"
 
     def lock(self, task: str, digest: str) -> str:
         return f"{self.tag(task, digest)}:{digest}"
@@ -84,9 +104,21 @@ class KeyLayout:
     def done(self, task: str, digest: str) -> str:
         return f"{self.tag(task, digest)}:done"
 
-    def pattern(self, task: str = "*") -> str:
-        """A SCAN pattern for the keys of one task (or all tasks)."""
-        return f"{self.prefix}:{{{task}:?}}:*"
+    def pattern(self, task: Optional[str] = None) -> str:
+        """A SCAN pattern for the keys of one task (or all tasks). A glob: it also matches the keys
+        of a task whose name continues with ``:<b>}:...``; :meth:`split` tells them apart."""
+        name = "*" if task is None else _GLOB_SPECIAL.sub(r"\\\1", tag_name(task))
+        return f"{self.prefix}:{{{name}:?}}:*"
+
+    def split(self, key: str) -> Optional[Tuple[str, str]]:
+        """``(task, rest)`` of a key of this layout, ``rest`` being what follows the hash tag
+        (``digest``, ``digest:queued``, ``fence``...); ``None`` for a key of another shape."""
+        head = f"{self.prefix}:{{"
+        if not key.startswith(head) or "}:" not in key:
+            return None
+        tag, rest = key[len(head):].rsplit("}:", 1)
+        task, _, bucket_ = tag.rpartition(":")
+        return (_task_name(task), rest) if task and len(bucket_) == 1 else None
 
     @staticmethod
     def is_bookkeeping(key: str) -> bool:

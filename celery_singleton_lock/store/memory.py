@@ -75,7 +75,8 @@ class MemoryBackend:
 
     def _grant(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str, awaited: bool = False) -> Grant:
         self._locks[key] = _Lock({"token": token, "task_id": holder.task_id,
-                                  "host": holder.host, "pid": str(holder.pid), "since": str(holder.since_ms),
+                                  "host": holder.host, "pid": str(holder.pid), "pid_ns": holder.pid_ns,
+                                  "since": str(holder.since_ms),
                                   "ttl": str(ttl_ms), "hb": str(holder.heartbeat_ms), "state": state,
                                   "redelivered": ""},
                                  self._now_ms() + ttl_ms, awaited)
@@ -138,10 +139,11 @@ class MemoryBackend:
                 out.append(ok)
             return out
 
-    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
+    def release(self, key: str, token: str, completion: Optional[Completion] = None,
+                state: str = "running") -> bool:
         with self._cond:
             lock = self._live(key)
-            if lock is None or lock.fields["token"] != token:
+            if lock is None or lock.fields["token"] != token or lock.fields["state"] != state:
                 return False
             del self._locks[key]
             self._announce(key, lock)
@@ -153,8 +155,8 @@ class MemoryBackend:
                 done[completion.task_id] = now + completion.remember_ms
             return True
 
-    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
-        return [self.release(key, token) for key, token in items]
+    def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
+        return [self.release(key, token, None, *state) for key, token, *state in items]
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         with self._cond:

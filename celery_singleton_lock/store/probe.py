@@ -101,7 +101,7 @@ def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000,
         step("raise_fence")
         store.raise_fence(fence, 1)
         step("release")
-        store.release(key, token, Completion(done, holder.task_id, ttl_ms, True))
+        store.release(key, token, Completion(done, holder.task_id, ttl_ms, True), "queued")  # requeued above
         step("completed")
         store.completed(done, holder.task_id)
         step("subscribe")

@@ -113,7 +113,8 @@ class QuorumBackend(QuorumFencing, FanOut):
     def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
         """Take ``key`` on a majority of masters; see the module docstring."""
         for attempt in range(self.split_retries + 1):
-            outcome = self._take(key, token, ttl_ms, lambda node: node.acquire(key, token, ttl_ms, holder, state))
+            outcome = self._take(key, token, ttl_ms, lambda node: node.acquire(key, token, ttl_ms, holder, state),
+                                 state=state)
             if not isinstance(outcome, _Split):
                 return outcome
             if attempt < self.split_retries:
@@ -129,7 +130,8 @@ class QuorumBackend(QuorumFencing, FanOut):
         return outcome.conflict if isinstance(outcome, _Split) else outcome
 
     def _take(self, key: str, token: str, ttl_ms: int,
-              call: Callable[[RedisBackend], Union[Grant, Conflict, NotOurs]], adopting: bool = False) -> Any:
+              call: Callable[[RedisBackend], Union[Grant, Conflict, NotOurs]], adopting: bool = False,
+              state: str = "running") -> Any:
         started = self._clock()
         n, q = len(self.nodes), self.quorum
 
@@ -146,10 +148,10 @@ class QuorumBackend(QuorumFencing, FanOut):
             validity = ttl_ms / 1000.0 - (self._clock() - started) - (ttl_ms / 1000.0 * self.clock_drift + 0.002)
             if validity > 0:
                 return GRANT
-            self._release_everywhere(key, token, running)
+            self._release_everywhere(key, token, running, state)
             raise self._unavailable(f"lock {key}: the quorum was reached too late (validity "
                                     f"{validity * 1000:.0f} ms)", results)
-        self._release_everywhere(key, token, running)
+        self._release_everywhere(key, token, running, state)
         if grants + len(conflicts) + not_ours < q:
             raise self._unavailable(f"lock {key}", results)
         if conflicts:
@@ -159,14 +161,14 @@ class QuorumBackend(QuorumFencing, FanOut):
             return conflict
         return NOT_OURS  # adopt: the enqueue lock is not ours on a majority
 
-    def _release_everywhere(self, key: str, token: str, running: Dict[int, Future]) -> None:
+    def _release_everywhere(self, key: str, token: str, running: Dict[int, Future], state: str) -> None:
         """Undo a failed acquire on every master, also those that did not answer yet (they may take it).
 
         Each master's release is queued behind its acquire, so it runs after it
         even when that acquire is late; only the idle masters' answers are awaited.
         """
         idle = [i for i in range(len(self.nodes)) if i not in running]
-        self._fan_out(lambda node: node.release(key, token),
+        self._fan_out(lambda node: node.release(key, token, None, state),
                       decided=lambda r: all(i in r for i in idle))
 
     # -- release and renew -----------------------------------------------------------------------
@@ -176,12 +178,13 @@ class QuorumBackend(QuorumFencing, FanOut):
         return [True if count >= self.quorum else False if count + silent < self.quorum else None
                 for count in confirmations]
 
-    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
-        """Compare-and-delete on every master; ``True`` when a majority still held our token.
+    def release(self, key: str, token: str, completion: Optional[Completion] = None,
+                state: str = "running") -> bool:
+        """Compare-and-delete on every master; ``True`` when a majority still held our token in ``state``.
 
         Completions are not noted (:attr:`records_completions`): the masters' notes could disagree.
         """
-        return self._majority(f"release of {key}", lambda node: node.release(key, token))
+        return self._majority(f"release of {key}", lambda node: node.release(key, token, None, state))
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         """Hand a running lock back to the queue on every master; ``True`` when a majority did."""
@@ -194,8 +197,8 @@ class QuorumBackend(QuorumFencing, FanOut):
             raise self._unavailable(what, results)
         return verdict
 
-    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
-        """Release several (key, token) pairs, one pipelined round trip per master."""
+    def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
+        """Release several ``(key, token[, state])``, one pipelined round trip per master."""
         if not items:
             return []
         results = self._broadcast(lambda node: node.release_many(items))

@@ -8,7 +8,9 @@ One string instead of a hash of fields, so a free lock is taken with a plain
 ``state`` is ``running`` or ``queued`` (an enqueue lock not yet started); ``flags`` is
 ``-`` or letters: ``r`` once a redelivered copy of the holder's message met the lock,
 ``w`` while a waiter asks for the release to be announced (``lua/await.lua``); ``hb``
-and ``ttl`` are ms, ``since`` ms since the epoch (the holder's clock). The task id comes
+and ``ttl`` are ms, ``since`` ms since the epoch (the holder's clock); ``pid`` is followed by
+``/<namespace>`` when the holder's PID namespace is known (:mod:`.pid_namespace`; a reader
+that expects a number finds none, and judges nothing by it). The task id comes
 last because it is the one field that may contain spaces. The scripts read only the
 first three fields (``^(%S+) (%S+) (%S+)``) and the task id; a lock a renewal took back
 after a restart carries its first five fields only.
@@ -19,9 +21,13 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Optional
 
+from . import foreign
 from .backend import Conflict, Holder
 
-__all__ = ["encode", "head", "decode", "conflict", "FIELDS"]
+__all__ = ["encode", "head", "decode", "is_lock", "conflict", "FIELDS", "STATES"]
+
+#: The states of a lock value; a string at a lock's name in no such state is no lock (see :mod:`.foreign`).
+STATES = ("running", "queued")
 
 FIELDS = ("token", "state", "flags", "hb", "ttl", "since", "pid", "host", "task_id")
 
@@ -34,8 +40,9 @@ def _word(value: Any) -> str:
 
 
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
+    pid = f"{int(holder.pid)}/{_word(holder.pid_ns)}" if holder.pid_ns else str(int(holder.pid))
     return " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
-                     str(int(holder.since_ms)), str(int(holder.pid)), _word(holder.host), holder.task_id))
+                     str(int(holder.since_ms)), pid, _word(holder.host), holder.task_id))
 
 
 def head(token: str, state: str) -> str:
@@ -45,12 +52,19 @@ def head(token: str, state: str) -> str:
 
 
 def decode(value: Any) -> Dict[str, str]:
-    """The fields by name (``''`` for one a short value lacks); ``redelivered`` is ``'1'`` or ``''``."""
+    """The fields by name (``''`` for one a short value lacks); ``redelivered`` is ``'1'`` or ``''``,
+    ``pid_ns`` the holder's PID namespace (``''`` when not recorded)."""
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
     parts = text.split(" ", len(FIELDS) - 1)
     fields = dict(zip(FIELDS, parts + [""] * (len(FIELDS) - len(parts))))
     fields["redelivered"] = "1" if "r" in fields.pop("flags") else ""
+    fields["pid"], _, fields["pid_ns"] = fields["pid"].partition("/")
     return fields
+
+
+def is_lock(fields: Dict[str, str]) -> bool:
+    """Whether :func:`decode`'s fields are a lock's (and not another program's string)."""
+    return bool(fields["token"]) and fields["state"] in STATES
 
 
 def _int(value: str) -> Optional[int]:
@@ -61,8 +75,11 @@ def _int(value: str) -> Optional[int]:
 
 
 def conflict(value: Any, pttl_ms: Any, token: Optional[str]) -> Conflict:
-    """The :class:`Conflict` a lock's value describes; ``same_token`` when it holds ``token``."""
+    """The :class:`Conflict` a lock's value describes; ``same_token`` when it holds ``token``
+    (a foreign holder when the value is no lock's)."""
     fields = decode(value)
+    if not is_lock(fields):
+        return foreign.holder(pttl_ms)
     return Conflict(task_id=fields["task_id"], host=fields["host"], pid=_int(fields["pid"]),
                     since_ms=_int(fields["since"]), pttl_ms=max(int(pttl_ms or 0), 0),
                     heartbeat_ms=_int(fields["hb"]), state=fields["state"],

@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import redis
 from redis.cluster import RedisCluster
 
-from . import record, scripts
+from . import foreign, record, scripts
 from .direct import direct_for
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .events import PubSubReleaseEvents, subscribed
@@ -30,15 +30,16 @@ __all__ = ["RedisBackend", "Client", "RestartWait"]
 #: What a backend talks to: one Redis (or Sentinel's master), or a Redis Cluster.
 Client = Union[redis.Redis, RedisCluster]
 
-#: A conflict whose holder cannot be read (the key holds something that is not a lock value,
-#: e.g. a lock written by an older release): someone holds it, for an unknown time.
+#: A conflict whose holder cannot be read (taken and released again under the asker's feet, time
+#: after time): someone holds it, for an unknown time.
 UNKNOWN_HOLDER = Conflict(task_id="", host="", pid=None, since_ms=None, pttl_ms=0, heartbeat_ms=None,
                           state="running")
 
 
-def release_call(key: str, token: str, completion: Optional[Completion]) -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
+def release_call(key: str, token: str, completion: Optional[Completion],
+                 state: str = "running") -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
     """RELEASE's KEYS and ARGV, with the completion note when one is asked for."""
-    start = record.head(token, "running")
+    start = record.head(token, state)
     if completion is None:
         return (key,), (start,)
     return (key, completion.done_key), (start, completion.task_id, completion.remember_ms,
@@ -82,7 +83,9 @@ def acquired(replies: Sequence[Any], token: str, state: str) -> Optional[Outcome
     if taken:
         return GRANT
     if isinstance(value, Exception):
-        return UNKNOWN_HOLDER
+        if not str(value).startswith("WRONGTYPE"):
+            raise value
+        return foreign.holder(pttl)  # a value of another Redis type at the lock's name
     if value is None:
         return None
     fields = record.decode(value)
@@ -118,6 +121,7 @@ class RedisBackend:
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
         self._completed = client.register_script(scripts.COMPLETED)
         self._await = client.register_script(scripts.AWAIT)
+        self._clear_foreign = client.register_script(scripts.CLEAR_FOREIGN)
         # The calls on every task's path skip redis-py's per-command pool round (see .direct).
         self._ask = direct_for(client)
         self._ask_grants = self._ask if grants is None else direct_for(grants)
@@ -143,16 +147,15 @@ class RedisBackend:
                 try:
                     held = self._set_nx(key, value, ttl_ms, get=True)
                 except redis.exceptions.ResponseError as exc:
-                    if str(exc).startswith("WRONGTYPE"):
-                        return UNKNOWN_HOLDER  # not a lock value: someone holds it, in another format
+                    if str(exc).startswith("WRONGTYPE"):  # a value of another Redis type at the lock's name
+                        return self.met(key, foreign.holder(self._pttl(key)))
                     if "syntax" not in str(exc).lower():
                         raise
                     self._set_get = False  # Redis 6.2: NX and GET do not go together
                     continue
                 if held is None:
                     return GRANT
-                pttl = self._ask("PTTL", key) if self._ask is not None else self.client.pttl(key)
-                replies = [False, held, pttl]  # the holder's value came with the refusal
+                replies = [False, held, self._pttl(key)]  # the holder's value came with the refusal
             elif self._set_nx(key, value, ttl_ms, get=False):
                 return GRANT
             else:
@@ -162,8 +165,18 @@ class RedisBackend:
                 replies = [False, *pipe.execute(raise_on_error=False)]
             result = acquired(replies, token, state)
             if result is not None:
-                return result
+                return self.met(key, result)
         return UNKNOWN_HOLDER  # taken and released under our feet three times: busy
+
+    def _pttl(self, key: str) -> Any:
+        return self._ask("PTTL", key) if self._ask is not None else self.client.pttl(key)
+
+    @staticmethod
+    def met(key: str, outcome: Outcome) -> Outcome:
+        """``outcome``, after telling the operator when it is a key that no lock of ours is."""
+        if isinstance(outcome, Conflict) and outcome.state == foreign.STATE:
+            foreign.report(key, outcome)
+        return outcome
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
               holder: Holder) -> Union[Grant, Conflict, NotOurs]:
@@ -184,8 +197,9 @@ class RedisBackend:
         """Move the fencing counter up to at least ``floor`` (a quorum's second round)."""
         return int(self._raise_fence(keys=(fence_key,), args=(floor,)))
 
-    def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
-        keys, args = release_call(key, token, completion)
+    def release(self, key: str, token: str, completion: Optional[Completion] = None,
+                state: str = "running") -> bool:
+        keys, args = release_call(key, token, completion, state)
         return bool(self._script(self._release, keys, args))
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
@@ -194,13 +208,13 @@ class RedisBackend:
     def completed(self, done_key: str, task_id: str) -> bool:
         return bool(self._completed(keys=(done_key,), args=(task_id,)))
 
-    def release_many(self, items: Sequence[Tuple[str, str]]) -> List[bool]:
+    def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
         """One pipelined round trip for all of them."""
         if not items:
             return []
         pipe = self.client.pipeline(transaction=False)
-        for key, token in items:
-            keys, args = release_call(key, token, None)
+        for key, token, *state in items:
+            keys, args = release_call(key, token, None, *state)
             self._release(keys=keys, args=args, client=pipe)
         return [bool(r) for r in pipe.execute()]
 
@@ -238,6 +252,11 @@ class RedisBackend:
         info = {"token": "", "state": "unreadable"} if isinstance(value, Exception) else record.decode(value)
         info["pttl"] = str(pttl)
         return info
+
+    def clear_foreign(self, key: str, kind: str) -> bool:
+        """Delete a key at a lock's name that is no lock, while it is still of ``kind`` (see
+        :mod:`.foreign`); ``False`` when it is gone or is a lock now."""
+        return bool(self._clear_foreign(keys=(key,), args=(kind,)))
 
     def await_release(self, key: str) -> bool:
         """Ask ``key``'s holder to announce its release (run by a waiter after it subscribed);

@@ -70,10 +70,10 @@ class ReplicaAckBackend(RedisBackend):
         raise NoScriptError("the lock script could not be loaded")  # pragma: no cover
 
     def _acknowledged(self, key: str, token: str, result: Union[Grant, Conflict, NotOurs],
-                      acked: int) -> Union[Grant, Conflict, NotOurs]:
+                      acked: int, state: str = "running") -> Union[Grant, Conflict, NotOurs]:
         if isinstance(result, Grant) and acked < self.replicas:
             try:
-                self.release(key, token)
+                self.release(key, token, None, state)
             finally:
                 raise ReplicaAckError(
                     f"lock {key}: taken on the master but acknowledged by {acked} of {self.replicas} "
@@ -91,9 +91,9 @@ class ReplicaAckBackend(RedisBackend):
             if result is not None:
                 if isinstance(replies[3], Exception):
                     raise replies[3]
-                acknowledged = self._acknowledged(key, token, result, int(replies[3]))
+                acknowledged = self._acknowledged(key, token, result, int(replies[3]), state)
                 assert not isinstance(acknowledged, NotOurs)
-                return acknowledged
+                return self.met(key, acknowledged)
         return UNKNOWN_HOLDER
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str,

@@ -166,12 +166,14 @@ def retrying(self, key):
     return "retried"
 
 
-def _retry_now(task, key, cleanup: float) -> int:
-    """Re-queues itself at once, then takes a while to leave the body (a cleanup in ``finally``)."""
+def _retry_now(task, key, cleanup: float, countdown: float = 0) -> int:
+    """Re-queues itself (at once by default), then takes a while to leave the body (a cleanup in ``finally``)."""
     started = time.time()
+    events().rpush("started", json.dumps(dict(task=task.name, id=task.request.id, key=key, pid=os.getpid(),
+                                              start=started, retries=task.request.retries)))
     try:
         if task.request.retries == 0:
-            raise task.retry(countdown=0)
+            raise task.retry(countdown=countdown)
         return task.request.retries
     finally:
         time.sleep(cleanup)
@@ -186,6 +188,11 @@ def retry_now(self, key, cleanup=0.5):
 @app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1, lock_scope="queued_or_running")
 def qor_retry_now(self, key, cleanup=0.5):
     return _retry_now(self, key, cleanup)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1, lock_scope="queued_or_running")
+def qor_retry_later(self, key, cleanup=8.0):
+    return _retry_now(self, key, cleanup, countdown=30)
 
 
 @app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="retry", lock_retry_delay=0.5)

@@ -94,12 +94,17 @@ def exercise_store(store: Any, layout: KeyLayout) -> None:
     assert isinstance(store.acquire(queued, "q1", 10_000, _holder("id-3"), "queued"), Grant)
     assert isinstance(store.adopt(queued, other, "q1", "r1", 10_000, _holder("id-3")), Grant)
     assert store.requeue(other, "r1", 10_000)
-    assert store.release_many([(other, "r1")]) == [True]
+    assert store.release_many([(other, "r1", "queued")]) == [True]
     # the operator's view: list, then clear by token
     assert isinstance(store.acquire(key, "t4", 10_000, _holder("id-5")), Grant)
     [record] = scan_locks(store.client, layout)
     assert record.task_id == "id-5"
     assert clear_lock(store, record, force=True).cleared
+    # a key of another type at a lock's name: met as a foreign holder, listed, cleared
+    store.client.zadd(key, {"planted": 1})
+    assert store.acquire(key, "t5", 10_000, _holder("id-6")).state == "foreign"
+    [record] = scan_locks(store.client, layout)
+    assert record.state == "foreign" and clear_lock(store, record).cleared
 
 
 def exercise_quorum(server: AclServer, layout: KeyLayout) -> None:

@@ -245,6 +245,32 @@ def release_deletes_only_under_its_own_token(bench: Bench) -> None:
 
 
 @check
+def giving_up_an_enqueue_lock_never_deletes_a_running_lock_under_that_token(bench: Bench) -> None:
+    keys, backend = bench.keys(), bench.backend
+    # Given a running lock (queued_or_running: its key is also the enqueue key), whose token a
+    # self.retry() message (or a forged one) carries as its enqueue token
+    _take(bench, keys.lock, keys.fence, _token("p"))
+    # When that enqueue lock is given up (revoked, a duplicate dropped), alone or among others
+    assert backend.release(keys.lock, _token("p"), state="queued") is False
+    assert backend.release_many([(keys.lock, _token("p"), "queued")]) == [False]
+    # Then the running lock is untouched
+    info = _info(backend, keys.lock)
+    assert (info["token"], info["state"]) == (_token("p"), "running")
+    # Given it was handed back to the queue (the execution ended), then a run's release leaves the
+    # retry's enqueue lock alone, and giving up the enqueue lock deletes it
+    assert backend.requeue(keys.lock, _token("p"), LONG_MS)
+    assert backend.release(keys.lock, _token("p")) is False
+    assert backend.release_many([(keys.lock, _token("p"))]) == [False]
+    assert _info(backend, keys.lock)["state"] == "queued"
+    assert backend.release(keys.lock, _token("p"), state="queued") is True
+    assert backend.holder(keys.lock) is None
+    # and an enqueue lock under its own key goes the same way, by its token only
+    _take(bench, keys.queued, keys.fence, _token("e"), state="queued")
+    assert backend.release_many([(keys.queued, _token("x"), "queued"), (keys.queued, _token("e"), "queued")]) == [
+        False, True]
+
+
+@check
 def release_many_answers_per_pair_in_order(bench: Bench) -> None:
     one, two, three = bench.keys(), bench.keys(), bench.keys()
     _take(bench, one.lock, one.fence, _token("1"))
@@ -636,10 +662,13 @@ def holder_reports_the_lock_fields(bench: Bench) -> None:
     # Given a lock taken, then its fields are the holder's, as text
     _take(bench, keys.lock, keys.fence, _token("a"), ttl_ms=LONG_MS, task_id="task-a")
     info = _info(backend, keys.lock)
-    assert set(info) == {"token", "task_id", "host", "pid", "since", "ttl", "hb", "state", "redelivered", "pttl"}
+    assert set(info) == {"token", "task_id", "host", "pid", "pid_ns", "since", "ttl", "hb", "state", "redelivered",
+                         "pttl"}
     assert {k: v for k, v in info.items() if k != "pttl"} == {
         "token": _token("a"), "task_id": "task-a", "host": "host-a", "pid": "4242", "redelivered": "",
-        "since": "1700000000000", "ttl": str(LONG_MS), "hb": "1000", "state": "running"}
+        "since": "1700000000000", "ttl": str(LONG_MS), "hb": "1000", "state": "running",
+        "pid_ns": holder().pid_ns}
+    assert holder().pid_ns  # the holder's PID namespace is recorded (this process's, unless given)
     assert 0 < int(info["pttl"]) <= LONG_MS
     # When a redelivered copy of its message meets it, then the lock says so
     assert backend.mark_redelivered(keys.lock, "task-a") is True

@@ -51,7 +51,7 @@ class MemoryMaster(RedisBackend):
         self.counters[fence_key] = max(self.counters.get(fence_key, self.start_counter), floor)
         return self.counters[fence_key]
 
-    def release(self, key, token):
+    def release(self, key, token, completion=None, state="running"):
         self._check()
         if self.locks.get(key, (None,))[0] == token:
             del self.locks[key]
@@ -59,7 +59,7 @@ class MemoryMaster(RedisBackend):
         return False
 
     def release_many(self, items):
-        return [self.release(key, token) for key, token in items]
+        return [self.release(key, token) for key, token, *_ in items]
 
     def renew(self, items):
         self._check()

@@ -12,9 +12,13 @@ local n = #KEYS
 local out = {}
 local up = nil
 for i = 1, n do
-  local v = redis.call('get', KEYS[i])
+  -- pcall: a key of another type put at a lock's name (store/foreign.py) is not ours, and must
+  -- not keep the locks renewed beside it in this call from being renewed
+  local v = redis.pcall('get', KEYS[i])
   out[i] = 0
-  if v then
+  if type(v) == 'table' then
+    -- another type: not ours, and not to be taken back
+  elseif v then
     local token, state = string.match(v, '^(%S+) (%S+)')
     if token == ARGV[i] and state == 'running' then
       redis.call('pexpire', KEYS[i], ARGV[n + i])
