@@ -11,6 +11,7 @@ from .connect import connect, open_store, redact
 from .errors import STORE_ERRORS, error_text, is_permanent, permanent_problem
 from .heartbeat import Renewer
 from .lease import Lease
+from .generations import Claim, GenerationStore, Superseding
 from .keys import DEFAULT_PREFIX, KeyLayout, LockKeys
 from .memory import MemoryBackend
 from .probe import ProbeFailed, probe_store
@@ -20,7 +21,7 @@ from .start_gate import WINDOW_S as START_WINDOW_S, RestartWait
 
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
            "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "MemoryBackend", "KeyLayout",
-           "LockKeys", "DEFAULT_PREFIX",
+           "LockKeys", "DEFAULT_PREFIX", "GenerationStore", "Superseding", "Claim",
            "Lease", "Renewer", "connect", "open_store", "redact", "STORE_ERRORS", "error_text", "is_permanent",
            "permanent_problem", "ProbeFailed", "probe_store", "LockRecord", "ClearResult", "scan_locks", "read_lock",
            "find_locks", "clear_lock", "record"]

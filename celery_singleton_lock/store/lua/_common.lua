@@ -1,4 +1,4 @@
--- Helpers shared by fence.lua and renew.lua. The loader (scripts.py) puts this file in
+-- Helpers shared by fence.lua, renew.lua and gen_supersede.lua. The loader (scripts.py) puts this file in
 -- front of each script that calls them, so they are defined before the script's body runs.
 -- It names no KEYS or ARGV of its own: the calling script passes its keys and arguments in.
 
