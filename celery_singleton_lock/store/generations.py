@@ -56,14 +56,20 @@ class Claim:
 RUN = Claim("run")
 
 
-def judge(fields: Mapping[str, Any], gen: int) -> Claim:
-    """The claim of ``gen`` against a hash's fields (empty when the hash is gone), as gen_claim.lua
-    decides it: older than the newest is superseded, the newest once claimed ran, anything else runs."""
-    last = int(fields.get("gen") or 0)
+def judge(fields: Mapping[str, Any], gen: int, max_ms: int, now_ms: float) -> Claim:
+    """The claim of ``gen`` against a hash's fields (empty when the hash is gone), as ``gen_verdict``
+    in ``lua/_common.lua`` decides it: a generation that claimed already ran; one older than the
+    newest is superseded, unless the burst has lasted ``max_ms`` (> 0) and it is newer than the last
+    run (a burst that never goes quiet still runs); anything else may run."""
+    last, claimed = int(fields.get("gen") or 0), int(fields.get("claimed") or 0)
+    newest = str(fields.get("task") or "")
+    if claimed == gen:
+        return Claim("ran", newest)
     if gen < last:
-        return Claim("superseded", str(fields.get("task") or ""))
-    if gen == last and int(fields.get("claimed") or 0) >= gen:
-        return Claim("ran", str(fields.get("task") or ""))
+        first = fields.get("first")
+        if max_ms > 0 and gen > claimed and first is not None and now_ms - int(first) >= max_ms:
+            return RUN
+        return Claim("superseded", newest)
     return RUN
 
 
@@ -73,11 +79,12 @@ class GenerationStore(Protocol):
     def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
         """Make ``task_id`` the newest call of the key whose hash is ``key``; keep the hash at least ``ttl_ms``."""
 
-    def peek(self, key: str, gen: int) -> Claim:
+    def peek(self, key: str, gen: int, max_ms: int = 0) -> Claim:
         """What :meth:`claim` would answer now, without claiming."""
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Claim:
-        """Claim the run for ``gen`` if it is the newest and unclaimed (and end the burst)."""
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
+        """Claim the run for ``gen`` if it may run (see :func:`judge`), and end the burst.
+        ``max_ms``: how long a burst may last (``lock_debounce_max``; 0 for no limit)."""
 
 
 def _text(value: Any) -> str:
@@ -90,18 +97,19 @@ class RedisGenerations:
     def __init__(self, client: Any) -> None:
         self.client = client
         self._supersede = client.register_script(scripts.GEN_SUPERSEDE)
+        self._peek = client.register_script(scripts.GEN_PEEK)
         self._claim = client.register_script(scripts.GEN_CLAIM)
 
     def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
         gen, previous, burst_ms = self._supersede(keys=(key,), args=(task_id, int(ttl_ms)))
         return Superseding(int(gen), _text(previous) or None, int(burst_ms))
 
-    def peek(self, key: str, gen: int) -> Claim:
-        values = self.client.hmget(key, "gen", "task", "claimed")
-        return judge({name: _text(v) for name, v in zip(("gen", "task", "claimed"), values) if v is not None}, gen)
+    def peek(self, key: str, gen: int, max_ms: int = 0) -> Claim:
+        outcome, by = self._peek(keys=(key,), args=(str(gen), int(max_ms)))
+        return Claim(_text(outcome), _text(by))
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Claim:
-        outcome, by = self._claim(keys=(key,), args=(str(gen), task_id, int(ttl_ms)))
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
+        outcome, by = self._claim(keys=(key,), args=(str(gen), task_id, int(ttl_ms), int(max_ms)))
         return Claim(_text(outcome), _text(by))
 
 
@@ -133,24 +141,28 @@ class MemoryGenerations:
             last = int(fields.get("gen") or 0)
             gen = max(int(now_ms * 1000), last + 1)
             previous = fields.get("task") if last > int(fields.get("claimed") or 0) else None
-            first = int(fields.get("first") or now_ms)
+            first = int(fields["first"]) if "first" in fields else int(now_ms)
             self._hashes[key] = {"gen": gen, "first": first, "claimed": int(fields.get("claimed") or 0)}
             self._tasks[key] = task_id
             self._keep(key, now_ms, ttl_ms)
             return Superseding(gen, previous, max(int(now_ms) - first, 0))
 
-    def peek(self, key: str, gen: int) -> Claim:
-        with self._guard:
-            return judge(self._live(key, self._clock() * 1000.0), gen)
-
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Claim:
+    def peek(self, key: str, gen: int, max_ms: int = 0) -> Claim:
         with self._guard:
             now_ms = self._clock() * 1000.0
-            verdict = judge(self._live(key, now_ms), gen)
+            return judge(self._live(key, now_ms), gen, max_ms, now_ms)
+
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
+        with self._guard:
+            now_ms = self._clock() * 1000.0
+            verdict = judge(self._live(key, now_ms), gen, max_ms, now_ms)
             if verdict is RUN:
-                fresh = key not in self._hashes
-                self._hashes[key] = {"gen": gen, "claimed": gen}
-                self._tasks[key] = task_id
-                if fresh:
+                fields = self._hashes.setdefault(key, {})
+                if key not in self._expires:
                     self._keep(key, now_ms, ttl_ms)
+                if gen >= fields.get("gen", 0):
+                    fields["gen"] = gen
+                    self._tasks[key] = task_id
+                fields["claimed"] = gen
+                fields.pop("first", None)
             return verdict

@@ -707,3 +707,20 @@ def generations_are_forgotten_after_their_ttl_and_a_newer_one_still_runs(bench: 
     assert store.claim(key, newer.gen, "call-2", LONG_MS) == RUN_CLAIM
     # and the older message, arriving late, is superseded by the one that ran
     assert store.claim(key, older.gen, "call-1", LONG_MS) == Claim("superseded", "call-2")
+
+
+@check
+def a_burst_that_lasts_its_max_lets_an_older_call_run_once(bench: Bench) -> None:
+    # Given a burst whose first call was made longer ago than its max, and a newer call
+    store, key = _generations(bench)
+    overdue = store.supersede(key, "call-1", LONG_MS)
+    bench.elapse(150)
+    newest = store.supersede(key, "call-2", LONG_MS)
+    # When the older call asks with a max the burst has outlasted, then it runs (not without the max)
+    assert store.peek(key, overdue.gen) == Claim("superseded", "call-2")
+    assert store.peek(key, overdue.gen, 100) == RUN_CLAIM
+    assert store.claim(key, overdue.gen, "call-1", LONG_MS, 100) == RUN_CLAIM
+    # Then the burst ended: the newest call still runs after it, and nothing older runs again
+    assert store.claim(key, newest.gen, "call-2", LONG_MS, 100) == RUN_CLAIM
+    assert store.claim(key, overdue.gen, "call-1", LONG_MS, 100).outcome == "superseded"
+    assert store.claim(key, newest.gen, "call-2", LONG_MS, 100) == Claim("ran", "call-2")

@@ -20,9 +20,10 @@ local previous = ''
 if last > (tonumber(h[4] or '0') or 0) and h[2] then
   previous = h[2]
 end
-local first = tonumber(h[3] or '') or now
+local now_ms = math.floor(now / 1000)
+local first = tonumber(h[3] or '') or now_ms
 redis.call('hset', KEYS[1], 'gen', string.format('%d', gen), 'task', ARGV[1], 'first', string.format('%d', first))
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
-return {string.format('%d', gen), previous, math.floor((now - first) / 1000)}
+return {string.format('%d', gen), previous, now_ms - first}
