@@ -12,7 +12,7 @@ from typing import Union
 
 from .store import Conflict, Grant
 
-__all__ = ["Run", "Skip", "Requeue", "Fail", "Ignored", "Decision", "SkipAtEnqueue", "PublishUnlocked",
+__all__ = ["Run", "Skip", "Superseded", "Requeue", "Fail", "Ignored", "Decision", "SkipAtEnqueue", "PublishUnlocked",
            "Refuse", "EnqueueDecision"]
 
 
@@ -27,6 +27,14 @@ class Run:
 @dataclass(frozen=True)
 class Skip:
     """End in SUCCESS with result ``None`` without running the body."""
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """A newer call of the key took this one's place (``on_locked="replace"``, ``lock_debounce``):
+    end as a skipped duplicate does, SUCCESS with result ``None``. ``by`` is the newer call's task id."""
+
+    by: str
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ class Ignored:
     """Store nothing: another delivery of this very message ran, or runs, the body."""
 
 
-Decision = Union[Run, Skip, Requeue, Fail, Ignored]
+Decision = Union[Run, Skip, Superseded, Requeue, Fail, Ignored]
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ from .policy import ON_LOCKED
 from .runtime import runtime_for
 from .store import STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact
 
-__all__ = ["publish_locked", "CallOptions", "message_digest"]
+__all__ = ["publish_locked", "CallOptions", "message_digest", "store_skipped"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -212,11 +212,11 @@ def _duplicate_at_enqueue(task: Any, key: str, task_id: str, conflict: Conflict,
     if requested_id and requested_id != conflict.task_id:
         # The caller (a group, a chain, an explicit task_id) already holds a result for this id:
         # it ends as a skipped duplicate does at run time, instead of PENDING forever.
-        _store_skipped(task, requested_id)
+        store_skipped(task, requested_id)
     return task.AsyncResult(conflict.task_id)
 
 
-def _store_skipped(task: Any, task_id: str) -> None:
+def store_skipped(task: Any, task_id: str) -> None:
     try:
         task.backend.store_result(task_id, None, states.SUCCESS)
     except NotImplementedError:  # no result backend configured: nobody waits on it

@@ -48,6 +48,8 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
         ours.update({headers.ENQUEUE_TOKEN: attempt.enqueue_token, headers.ENQUEUE_DIGEST: attempt.queued_digest})
     if attempt.after:
         ours[headers.AFTER] = attempt.after  # still the retry of that execution
+    if request.get(headers.GENERATION):
+        ours[headers.GENERATION] = request.get(headers.GENERATION)  # still that call: newest or not
     message_headers = headers.library_headers(request.headers, ours)
     signature = task.signature_from_request(
         request, args, kwargs, countdown=countdown, retries=request.retries, headers=message_headers)

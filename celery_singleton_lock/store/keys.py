@@ -50,6 +50,8 @@ class LockKeys:
     fence: str
     #: The bucket's set of executions that ran to the end (see the module docstring).
     done: str
+    #: Which call of the key is the newest (see generations.py).
+    generation: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class KeyLayout:
         one that differs from ``digest``."""
         queued = self.enqueue(task, queued_digest or digest, scope)
         return LockKeys(lock=self.lock(task, digest), queued=queued, fence=self.fence(task, digest),
-                        done=self.done(task, digest))
+                        done=self.done(task, digest), generation=self.generation(task, digest))
 
     def tag(self, task: str, digest: str) -> str:
         """The key prefix of the digest's bucket, hash tag included."""

@@ -1,0 +1,96 @@
+"""The newest call of a key wins: ``lock_debounce`` (with and without ``lock_debounce_max``) and
+``on_locked="replace"``, in real workers, judged from what the bodies recorded."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import List
+
+import pytest
+
+from tests.integration.helpers import overlaps, records, wait_started
+from tests.support.waits import wait_for
+
+APP = "tests.integration.proj_latest"
+
+
+@pytest.fixture
+def latest(proj):
+    """The app's tasks where the newest call wins (imported once the environment names our servers)."""
+    return importlib.import_module(APP)
+
+
+def _burst(task, calls: int, seconds: float, key: str = "k") -> List[tuple]:
+    """``calls`` calls of one key spread over ``seconds``: (when each was made, its AsyncResult)."""
+    made = []
+    start = time.monotonic()
+    for n in range(calls):
+        pause = start + n * seconds / (calls - 1) - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)  # pacing the caller, not waiting for the worker
+        made.append((time.time(), task.delay(key, n)))
+    return made
+
+
+def _all_ready(made: List[tuple], timeout: float) -> None:
+    wait_for(lambda: all(result.ready() for _, result in made), timeout, interval=0.1,
+             what="every call's result to be ready")
+
+
+def _settled(events_redis, seconds: float) -> list:
+    """The runs recorded, once none started for ``seconds`` (nothing is left to run)."""
+    def quiet():
+        runs = records(events_redis, "started")
+        last_start = max((run["start"] for run in runs), default=0.0)
+        return runs if runs and time.time() - last_start > seconds else None
+    wait_for(quiet, 30, interval=0.1, what="the runs to settle")
+    return records(events_redis)
+
+
+def test_a_burst_of_100_debounced_calls_runs_once_with_the_last_arguments(latest, start_worker, events_redis):
+    # Given a worker and a task debounced by 0.5 s
+    start_worker(app=APP, concurrency=2)
+    # When one key is called 100 times over 2 s
+    made = _burst(latest.debounced, 100, 2.0)
+    # Then every one of the 100 results gets ready
+    _all_ready(made, 20)
+    runs = _settled(events_redis, 1.5)
+    # and the key ran exactly once, with the 100th call's arguments, 0.5 s after that call (within 1 s)
+    assert [run["payload"] for run in runs] == [99], runs
+    waited = runs[0]["start"] - made[-1][0]
+    assert 0.5 <= waited <= 1.5, waited
+    assert made[-1][1].get(timeout=5) == {"key": "k", "payload": 99}
+    assert {result.get(timeout=5) for _, result in made[:-1]} == {None}
+
+
+def test_a_burst_that_never_goes_quiet_runs_within_its_max_and_ends_with_the_last_arguments(
+        latest, start_worker, events_redis):
+    # Given a task debounced by 0.5 s with lock_debounce_max=1
+    start_worker(app=APP, concurrency=2)
+    # When one key is called 100 times over 2 s (never 0.5 s quiet)
+    made = _burst(latest.debounced_max, 100, 2.0)
+    _all_ready(made, 30)
+    runs = _settled(events_redis, 1.5)
+    # Then a run started about 1 s after the first call, the last run carries the last call's
+    # arguments, and runs of the key never overlapped
+    assert runs, "nothing ran"
+    assert min(run["start"] for run in runs) - made[0][0] <= 1.5, runs
+    assert sorted(runs, key=lambda run: run["start"])[-1]["payload"] == 99, runs
+    assert not overlaps(runs)
+    assert len(runs) <= 4, runs  # one per max-long stretch of the burst, and the last
+
+
+def test_replace_runs_the_newest_of_20_waiting_calls_after_the_running_one(latest, start_worker, events_redis):
+    # Given a queued-scope task whose newest call replaces the waiting one, and one copy running
+    start_worker(app=APP, concurrency=2)
+    first = latest.replaced.delay("k", 0)
+    wait_started(events_redis, 1)
+    # When 20 more calls with different payloads are made while it runs
+    made = [(time.time(), latest.replaced.delay("k", n)) for n in range(1, 21)]
+    # Then every result gets ready, and exactly two runs happened: the first, then the 20th payload
+    _all_ready([(0, first)] + made, 20)
+    runs = sorted(_settled(events_redis, 1.5), key=lambda run: run["start"])
+    assert [run["payload"] for run in runs] == [0, 20], runs
+    assert not overlaps(runs)
+    assert {result.get(timeout=5) for _, result in made[:-1]} == {None}
