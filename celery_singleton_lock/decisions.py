@@ -8,7 +8,7 @@ outcome (and :mod:`.publish` turns :data:`EnqueueDecision` into what
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
 from .store import Conflict, Grant
 
@@ -40,10 +40,12 @@ class Superseded:
 @dataclass(frozen=True)
 class Requeue:
     """Publish the message again for later; ``counted`` against ``lock_retry_max`` unless the
-    copy only waits its turn. ``conflict`` is the holder it met."""
+    copy only waits its turn. ``conflict`` is the holder it met (``None``: the call waits a quiet
+    period, ``countdown`` seconds, instead of a holder)."""
 
-    conflict: Conflict
+    conflict: Optional[Conflict]
     counted: bool = True
+    countdown: Optional[float] = None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Optional
 
 from . import headers, signals
 from .attempt import Attempt
-from .decisions import Decision, Ignored, Superseded
+from .decisions import Decision, Ignored, Requeue, Superseded
 from .exceptions import ConfigurationError
 from .store import STORE_ERRORS, Claim, GenerationStore
 
@@ -58,6 +58,8 @@ def before_run(attempt: Attempt) -> Optional[Decision]:
         return None
     try:
         verdict = _generations(attempt).peek(attempt.keys.generation, gen, _max_ms(attempt))
+        if verdict.outcome == "lost":
+            verdict = _claim(attempt, gen)  # no run is claimed: it becomes the newest of a new burst
     except STORE_ERRORS:
         return None  # the lock's ask meets the outage; the claim decides once it is ours
     return _refusal(attempt, verdict)
@@ -69,15 +71,27 @@ def claim_run(attempt: Attempt) -> Optional[Decision]:
     gen = generation_of(attempt.request)
     if gen is None or not attempt.options.latest_wins:
         return None
-    verdict = _generations(attempt).claim(attempt.keys.generation, gen, attempt.request.id or "",
-                                          int(attempt.options.queue_ttl * 1000), _max_ms(attempt))
-    return _refusal(attempt, verdict)
+    return _refusal(attempt, _claim(attempt, gen))
+
+
+def _claim(attempt: Attempt, gen: int) -> Claim:
+    options = attempt.options
+    return _generations(attempt).claim(attempt.keys.generation, gen, attempt.request.id or "",
+                                       int((options.queue_ttl + (options.debounce or 0.0)) * 1000), _max_ms(attempt))
 
 
 def _refusal(attempt: Attempt, verdict: Claim) -> Optional[Decision]:
     task, task_id, key = attempt.task, attempt.request.id, attempt.keys.lock
     if verdict.outcome == "run":
         return None
+    if verdict.outcome == "lost":
+        # The store forgot the key's calls (restarted empty, or this message outlived lock_queue_ttl):
+        # other calls of the burst may be on their way; the newest of them runs after a quiet period.
+        quiet = attempt.options.debounce
+        logger.warning("singleton lock: %s[%s]: the lock store forgot the newest call of key %s; this call "
+                       "is the newest now and runs unless a newer one arrives within %s", task.name, task_id,
+                       key, f"{quiet:g}s" if quiet else "lock_retry_delay")
+        return Requeue(None, counted=False, countdown=quiet)
     attempt.give_up_queue_slot()
     if verdict.outcome == "ran":
         logger.info("singleton lock: %s[%s]: another delivery of this call claimed its run of key %s; "

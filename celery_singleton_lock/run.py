@@ -87,7 +87,7 @@ def _enact(attempt: Attempt, decision: Decision, args: Sequence[Any], kwargs: Ma
     if isinstance(decision, Ignored):
         raise Ignore()
     assert isinstance(decision, Requeue)
-    raise requeue(attempt, args, kwargs, decision.conflict, counted=decision.counted)
+    raise requeue(attempt, args, kwargs, decision.conflict, counted=decision.counted, countdown=decision.countdown)
 
 
 def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Protocol
 
 from . import scripts
 
-__all__ = ["GenerationStore", "Superseding", "Claim", "RUN", "judge", "RedisGenerations", "MemoryGenerations"]
+__all__ = ["GenerationStore", "Superseding", "Claim", "RUN", "LOST", "judge", "RedisGenerations", "MemoryGenerations"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,8 @@ class Superseding:
 @dataclass(frozen=True)
 class Claim:
     """Whether a generation may run: ``"run"``, ``"superseded"`` (``by`` the newer call's task
-    id) or ``"ran"`` (this generation was claimed already, by task ``by``)."""
+    id), ``"ran"`` (this generation was claimed already) or ``"lost"`` (the store forgot the key's
+    calls: a claim makes this one the newest of a new burst, to run after a quiet period)."""
 
     outcome: str
     by: str = ""
@@ -54,17 +55,22 @@ class Claim:
 
 #: The one answer that lets a call run.
 RUN = Claim("run")
+#: The answer when the store forgot the key's calls.
+LOST = Claim("lost")
 
 
 def judge(fields: Mapping[str, Any], gen: int, max_ms: int, now_ms: float) -> Claim:
     """The claim of ``gen`` against a hash's fields (empty when the hash is gone), as ``gen_verdict``
-    in ``lua/_common.lua`` decides it: a generation that claimed already ran; one older than the
-    newest is superseded, unless the burst has lasted ``max_ms`` (> 0) and it is newer than the last
-    run (a burst that never goes quiet still runs); anything else may run."""
+    in ``lua/_common.lua`` decides it: a generation that claimed already ran; one newer than the
+    newest the hash names was published before the hash was lost; one older than the newest is
+    superseded, unless the burst has lasted ``max_ms`` (> 0) and it is newer than the last run (a
+    burst that never goes quiet still runs); the newest may run."""
     last, claimed = int(fields.get("gen") or 0), int(fields.get("claimed") or 0)
     newest = str(fields.get("task") or "")
     if claimed == gen:
         return Claim("ran", newest)
+    if gen > last:
+        return LOST
     if gen < last:
         first = fields.get("first")
         if max_ms > 0 and gen > claimed and first is not None and now_ms - int(first) >= max_ms:
@@ -83,8 +89,9 @@ class GenerationStore(Protocol):
         """What :meth:`claim` would answer now, without claiming."""
 
     def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
-        """Claim the run for ``gen`` if it may run (see :func:`judge`), and end the burst.
-        ``max_ms``: how long a burst may last (``lock_debounce_max``; 0 for no limit)."""
+        """Claim the run for ``gen`` if it may run (see :func:`judge`), and end the burst; a ``"lost"``
+        generation becomes the newest of a new burst instead. ``max_ms``: how long a burst may last
+        (``lock_debounce_max``; 0 for no limit)."""
 
 
 def _text(value: Any) -> str:
@@ -156,13 +163,12 @@ class MemoryGenerations:
         with self._guard:
             now_ms = self._clock() * 1000.0
             verdict = judge(self._live(key, now_ms), gen, max_ms, now_ms)
-            if verdict is RUN:
-                fields = self._hashes.setdefault(key, {})
-                if key not in self._expires:
-                    self._keep(key, now_ms, ttl_ms)
-                if gen >= fields.get("gen", 0):
-                    fields["gen"] = gen
-                    self._tasks[key] = task_id
+            fields = self._hashes.get(key, {})
+            if verdict is LOST:
+                self._hashes[key] = dict(fields, gen=gen, first=int(now_ms))
+                self._tasks[key] = task_id
+                self._keep(key, now_ms, ttl_ms)
+            elif verdict is RUN:
                 fields["claimed"] = gen
                 fields.pop("first", None)
             return verdict

@@ -696,17 +696,22 @@ def a_claim_ends_the_burst_and_a_claimed_call_is_never_superseded(bench: Bench) 
 
 
 @check
-def generations_are_forgotten_after_their_ttl_and_a_newer_one_still_runs(bench: Bench) -> None:
-    # Given two calls whose hash lasts a short while
+def calls_the_store_forgot_start_a_new_burst_and_the_newest_of_them_runs_once(bench: Bench) -> None:
+    # Given three calls whose hash lasts a short while, and runs out (or the store restarted empty)
     store, key = _generations(bench)
-    older = store.supersede(key, "call-1", bench.short_ms)
-    newer = store.supersede(key, "call-2", bench.short_ms)
-    # When it runs out (or the store lost it), then the newest call there was still runs, once
+    oldest = store.supersede(key, "call-1", bench.short_ms)
+    older = store.supersede(key, "call-2", bench.short_ms)
+    newer = store.supersede(key, "call-3", bench.short_ms)
     bench.elapse(bench.short_ms + 50)
-    assert store.peek(key, older.gen) == RUN_CLAIM
-    assert store.claim(key, newer.gen, "call-2", LONG_MS) == RUN_CLAIM
-    # and the older message, arriving late, is superseded by the one that ran
-    assert store.claim(key, older.gen, "call-1", LONG_MS) == Claim("superseded", "call-2")
+    # When their messages arrive, then none runs at once: each becomes the newest of a new burst
+    assert store.peek(key, older.gen) == Claim("lost")
+    assert store.claim(key, older.gen, "call-2", LONG_MS) == Claim("lost")
+    assert store.claim(key, newer.gen, "call-3", LONG_MS) == Claim("lost")
+    assert store.claim(key, oldest.gen, "call-1", LONG_MS) == Claim("superseded", "call-3")
+    # and once they come back after a quiet period, the newest runs, once, and nothing older
+    assert store.claim(key, older.gen, "call-2", LONG_MS) == Claim("superseded", "call-3")
+    assert store.claim(key, newer.gen, "call-3", LONG_MS) == RUN_CLAIM
+    assert store.claim(key, newer.gen, "call-3", LONG_MS) == Claim("ran", "call-3")
 
 
 @check

@@ -13,7 +13,7 @@ from celery.signals import before_task_publish
 
 from celery_singleton_lock import ConfigurationError, LockedTask, headers, newest
 from celery_singleton_lock.attempt import Attempt
-from celery_singleton_lock.decisions import Ignored, Superseded
+from celery_singleton_lock.decisions import Ignored, Requeue, Superseded
 from celery_singleton_lock.options import resolve_options
 from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import MemoryBackend
@@ -103,3 +103,24 @@ def test_a_quorum_cannot_say_which_call_is_the_newest(app):
     app.conf.singleton_lock_url = ["redis://a:6379/0", "redis://b:6379/0", "redis://c:6379/0"]
     with pytest.raises(ConfigurationError, match="quorum of independent masters"):
         _debounced(app, lock_debounce=0.5).name  # bound to the app: the options are checked
+
+
+def test_calls_a_restarted_store_forgot_wait_a_quiet_period_and_only_the_newest_runs(app):
+    sync = _debounced(app, lock_debounce=0.5)
+    with published() as sent:
+        older, newer = sync.delay(1, "old"), sync.delay(1, "new")
+    old_gen, new_gen = (int(message[headers.GENERATION]) for message in sent)
+    runtime_for(app).close()
+    app.__dict__.pop("_singleton_lock_runtime")
+    app.conf.singleton_lock_backend = MemoryBackend()  # the store restarted empty
+    quiet = Requeue(None, counted=False, countdown=0.5)
+    try:
+        assert newest.before_run(_attempt(sync, older.id, old_gen)) == quiet
+        assert newest.before_run(_attempt(sync, newer.id, new_gen)) == quiet
+        # back after the quiet period: the older call is superseded, the newer one runs
+        assert newest.before_run(_attempt(sync, older.id, old_gen)) == Superseded(newer.id)
+        assert newest.before_run(_attempt(sync, newer.id, new_gen)) is None
+        assert newest.claim_run(_attempt(sync, newer.id, new_gen)) is None
+    finally:
+        for _ in range(5):
+            sync.pop_request()

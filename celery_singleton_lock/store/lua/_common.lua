@@ -50,10 +50,12 @@ end
 
 -- gen_verdict(key, gen, max_ms): whether the call of generation gen may run, against the key's
 -- generation hash (see gen_supersede.lua). A generation that claimed already 'ran' (another
--- delivery of its message); one older than the newest is 'superseded', unless the burst has
+-- delivery of its message); one newer than the newest the hash names was published before the
+-- hash was 'lost' (a store restarted empty, a message that outlived the TTL): other calls of its
+-- burst may be waiting too. One older than the newest is 'superseded', unless the burst has
 -- lasted max_ms (> 0) and it is newer than the last run: then it runs, so a burst that never goes
--- quiet still runs. Anything else (the newest, or newer than a hash that was lost) may run.
--- Returns the verdict and the newest call's task id ('' with 'run').
+-- quiet still runs. The newest may run.
+-- Returns the verdict and the newest call's task id ('' with 'run' and 'lost').
 local function gen_verdict(key, gen, max_ms)
   local h = redis.call('hmget', key, 'gen', 'task', 'claimed', 'first')
   local last = tonumber(h[1] or '0') or 0
@@ -61,6 +63,9 @@ local function gen_verdict(key, gen, max_ms)
   local newest = h[2] or ''
   if claimed == gen then
     return 'ran', newest
+  end
+  if gen > last then
+    return 'lost', ''
   end
   if gen < last then
     local first = tonumber(h[4] or '')
