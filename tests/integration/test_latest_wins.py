@@ -9,7 +9,9 @@ from typing import List
 
 import pytest
 
-from tests.integration.helpers import overlaps, records, wait_started
+from tests.integration.helpers import overlaps, records, restore_overdue, wait_started
+from tests.integration.topo import app_on
+from tests.support.servers import RedisServer
 from tests.support.waits import wait_for
 
 APP = "tests.integration.proj_latest"
@@ -94,3 +96,42 @@ def test_replace_runs_the_newest_of_20_waiting_calls_after_the_running_one(lates
     assert [run["payload"] for run in runs] == [0, 20], runs
     assert not overlaps(runs)
     assert {result.get(timeout=5) for _, result in made[:-1]} == {None}
+
+
+def test_a_worker_killed_in_the_middle_of_a_burst_loses_nothing_and_runs_nothing_twice(
+        latest, start_worker, events_redis):
+    # Given a worker that holds a debounced burst, its messages waiting for their countdowns
+    env = {"CSL_VISIBILITY_TIMEOUT": "2"}
+    doomed = start_worker(app=APP, concurrency=2, env=env)
+    made = _burst(latest.debounced_long, 20, 0.4)
+    wait_for(lambda: doomed.log().count(" received") >= 20, 10, what="the worker to hold all 20 messages")
+    # When it is killed (kill -9) before the quiet period (2 s) ends, and another worker takes over
+    doomed.kill()
+    assert not records(events_redis, "started")
+    start_worker(app=APP, concurrency=2, env=env)
+    wait_for(lambda: restore_overdue(latest.app) or records(events_redis, "started"), 20, interval=0.5,
+             what="the killed worker's messages to be handed out again and the key to run")
+    # Then the key ran once, with the last call's arguments, and every result is ready
+    _all_ready(made, 20)
+    runs = _settled(events_redis, 1.5)
+    assert [run["payload"] for run in runs] == [19], runs
+
+
+def test_a_lock_store_restarted_empty_in_the_middle_of_a_burst_still_runs_the_last_call_once(
+        latest, start_worker, events_redis):
+    # Given a worker and a publisher on a lock store of their own
+    with RedisServer() as lock_server, app_on(latest, lock_server.url):
+        start_worker(app=APP, concurrency=2, env={"CSL_LOCK_URL": lock_server.url})
+        # When the store restarts without its data before the burst's messages are due
+        made = _burst(latest.debounced, 20, 0.4)
+        lock_server.stop()
+        lock_server.start(settle=False)
+        # Then every result is ready, and the key ran once, with the last call's arguments
+        _all_ready(made, 30)
+        runs = _settled(events_redis, 1.5)
+        assert [run["payload"] for run in runs] == [19], runs
+        # And a burst after the restart runs its own last call once
+        events_redis.delete("started", "intervals")
+        made = _burst(latest.debounced, 20, 0.4)
+        _all_ready(made, 30)
+        assert [run["payload"] for run in _settled(events_redis, 1.5)] == [19]
