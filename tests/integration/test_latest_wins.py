@@ -135,3 +135,18 @@ def test_a_lock_store_restarted_empty_in_the_middle_of_a_burst_still_runs_the_la
         made = _burst(latest.debounced, 20, 0.4)
         _all_ready(made, 30)
         assert [run["payload"] for run in _settled(events_redis, 1.5)] == [19]
+
+
+def test_a_debounced_message_handed_out_twice_past_the_visibility_timeout_runs_once(
+        latest, start_worker, events_redis):
+    # Given a one-process worker whose broker hands a message out again after 1 s unacknowledged (one
+    # process: the second copy runs after the first has ended and let go of the lock)
+    worker = start_worker(app=APP, concurrency=1, env={"CSL_VISIBILITY_TIMEOUT": "1"})
+    # When a call debounced by 2 s waits in the worker past that, and the broker hands it out again
+    result = latest.debounced_long.delay("k", "only")
+    wait_for(lambda: restore_overdue(latest.app, visibility_timeout=1.0) or worker.log().count(" received") >= 2,
+             10, interval=0.3, what="the broker to hand the waiting message out a second time")
+    # Then the call ran once, and its result is its run's
+    assert result.get(timeout=10) == {"key": "k", "payload": "only"}
+    runs = _settled(events_redis, 1.5)
+    assert [run["payload"] for run in runs] == ["only"], runs
