@@ -150,3 +150,23 @@ def test_a_debounced_message_handed_out_twice_past_the_visibility_timeout_runs_o
     assert result.get(timeout=10) == {"key": "k", "payload": "only"}
     runs = _settled(events_redis, 1.5)
     assert [run["payload"] for run in runs] == ["only"], runs
+
+
+def test_groups_and_chains_of_debounced_calls_end_ready_and_run_the_newest_once(latest, start_worker,
+                                                                               events_redis):
+    from celery import chain, group
+
+    start_worker(app=APP, concurrency=2)
+    # Given a group of five calls of one key, and a chain whose first step is a call of another
+    members = group(latest.debounced.s("g", n) for n in range(5)).apply_async()
+    chained = chain(latest.debounced.s("c", "first"), latest.collect.s()).apply_async()
+    superseded_step = latest.debounced.delay("c2", "old")
+    follows = chain(latest.debounced.s("c2", "old-chain"), latest.collect.s()).apply_async()
+    latest.debounced.delay("c2", "newest")
+    # Then the group's newest member ran, the others ended superseded, and both chains went on
+    assert members.get(timeout=20) == [None, None, None, None, {"key": "g", "payload": 4}]
+    assert chained.get(timeout=20) == {"key": "c", "payload": "first"}
+    assert follows.get(timeout=20) is None  # its first step was superseded: the chain goes on with None
+    assert superseded_step.get(timeout=5) is None
+    runs = _settled(events_redis, 1.5)
+    assert sorted((run["key"], run["payload"]) for run in runs) == [("c", "first"), ("c2", "newest"), ("g", 4)]
