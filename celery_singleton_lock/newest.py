@@ -14,7 +14,7 @@ call superseded in between, or a second delivery, still does not run.
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 from . import headers, signals
 from .attempt import Attempt
@@ -27,9 +27,9 @@ __all__ = ["generation_of", "before_run", "claim_run"]
 logger = logging.getLogger("celery_singleton_lock")
 
 
-def generation_of(request: object) -> Optional[int]:
+def generation_of(request: Any) -> Optional[int]:
     """The generation a message carries (``None``: published without one, or unreadable)."""
-    value = getattr(request, "get", lambda name: None)(headers.GENERATION)
+    value = request.get(headers.GENERATION)
     try:
         return int(value) if value else None
     except (TypeError, ValueError):

@@ -98,7 +98,12 @@ def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id
     if newest is None:
         return task_id, {}
     if newest.previous and newest.previous != task_id:
-        store_skipped(task, newest.previous)  # its .get() returns now; its message ends so too
+        try:
+            store_skipped(task, newest.previous)  # its .get() returns now; its message ends so too
+        except Exception as exc:  # a result backend that cannot answer for another call: its worker will
+            logger.warning("singleton lock: %s: could not store the superseded call %s's result now (%s); "
+                           "it is stored when its message reaches a worker", task.name, newest.previous,
+                           error_text(exc))
     return task_id, {headers.GENERATION: str(newest.gen)}
 
 

@@ -44,3 +44,9 @@ def replaced(self, key, payload, duration=1.5):
 @app.task(base=LockedTask, bind=True, lock_key=("key",), lock_debounce=2, lock_retry_delay=0.2)
 def debounced_long(self, key, payload, duration=0.1):
     return _run(self, key, payload, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", on_locked="replace",
+          lock_retry_delay=0.2)
+def replaced_qor(self, key, payload, duration=1.5):
+    return _run(self, key, payload, duration)

@@ -83,13 +83,16 @@ def test_a_burst_that_never_goes_quiet_runs_within_its_max_and_ends_with_the_las
     assert len(runs) <= 4, runs  # one per max-long stretch of the burst, and the last
 
 
-def test_replace_runs_the_newest_of_20_waiting_calls_after_the_running_one(latest, start_worker, events_redis):
-    # Given a queued-scope task whose newest call replaces the waiting one, and one copy running
+@pytest.mark.parametrize("name", ["replaced", "replaced_qor"])
+def test_replace_runs_the_newest_of_20_waiting_calls_after_the_running_one(latest, start_worker, events_redis,
+                                                                           name):
+    # Given a queued(_or_running)-scope task whose newest call replaces the waiting one, one copy running
+    task = getattr(latest, name)
     start_worker(app=APP, concurrency=2)
-    first = latest.replaced.delay("k", 0)
+    first = task.delay("k", 0)
     wait_started(events_redis, 1)
     # When 20 more calls with different payloads are made while it runs
-    made = [(time.time(), latest.replaced.delay("k", n)) for n in range(1, 21)]
+    made = [(time.time(), task.delay("k", n)) for n in range(1, 21)]
     # Then every result gets ready, and exactly two runs happened: the first, then the 20th payload
     _all_ready([(0, first)] + made, 20)
     runs = sorted(_settled(events_redis, 1.5), key=lambda run: run["start"])
