@@ -90,6 +90,17 @@ def locked_qor(run, i):
     return None
 
 
+@app.task(name="bench.locked_replace", base=LockedTask, lock_scope="queued_or_running", on_locked="replace")
+def locked_replace(run, i):
+    return None
+
+
+# The shortest quiet period: what debouncing costs beside the wait itself (a countdown message).
+@app.task(name="bench.locked_debounced", base=LockedTask, lock_debounce=0.001)
+def locked_debounced(run, i):
+    return None
+
+
 # -- storm: 50 ms bodies, the key decides -------------------------------------------------------
 @app.task(name="bench.storm_plain")
 def storm_plain(run, key, seq):

@@ -33,6 +33,8 @@ E2E_VARIANTS = {
     "plain task": "plain",
     "LockedTask running": "locked_running",
     "LockedTask queued_or_running": "locked_qor",
+    "LockedTask replace (queued_or_running)": "locked_replace",
+    "LockedTask lock_debounce=1 ms": "locked_debounced",
     "celery-once QueueOnce": "once",
     "celery-singleton Singleton": "singleton",
 }

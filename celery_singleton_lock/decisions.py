@@ -8,11 +8,11 @@ outcome (and :mod:`.publish` turns :data:`EnqueueDecision` into what
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
 from .store import Conflict, Grant
 
-__all__ = ["Run", "Skip", "Requeue", "Fail", "Ignored", "Decision", "SkipAtEnqueue", "PublishUnlocked",
+__all__ = ["Run", "Skip", "Superseded", "Requeue", "Fail", "Ignored", "Decision", "SkipAtEnqueue", "PublishUnlocked",
            "Refuse", "EnqueueDecision"]
 
 
@@ -30,12 +30,22 @@ class Skip:
 
 
 @dataclass(frozen=True)
+class Superseded:
+    """A newer call of the key took this one's place (``on_locked="replace"``, ``lock_debounce``):
+    end as a skipped duplicate does, SUCCESS with result ``None``. ``by`` is the newer call's task id."""
+
+    by: str
+
+
+@dataclass(frozen=True)
 class Requeue:
     """Publish the message again for later; ``counted`` against ``lock_retry_max`` unless the
-    copy only waits its turn. ``conflict`` is the holder it met."""
+    copy only waits its turn. ``conflict`` is the holder it met (``None``: the call waits a quiet
+    period, ``countdown`` seconds, instead of a holder)."""
 
-    conflict: Conflict
+    conflict: Optional[Conflict]
     counted: bool = True
+    countdown: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ class Ignored:
     """Store nothing: another delivery of this very message ran, or runs, the body."""
 
 
-Decision = Union[Run, Skip, Requeue, Fail, Ignored]
+Decision = Union[Run, Skip, Superseded, Requeue, Fail, Ignored]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from .encoding import is_digest
 
-__all__ = ["TOKEN", "ENQUEUE_TOKEN", "ENQUEUE_DIGEST", "RETRIES", "AFTER", "SKIPPED", "ALL", "library_headers",
+__all__ = ["TOKEN", "ENQUEUE_TOKEN", "ENQUEUE_DIGEST", "RETRIES", "AFTER", "SKIPPED", "GENERATION", "ALL", "library_headers",
            "enqueue_digest", "redelivered"]
 
 #: The per-delivery token chosen by the worker's main process (set on the request, not published).
@@ -28,8 +28,11 @@ AFTER = "singleton_lock_after"
 #: A call skipped at enqueue but published for what follows it (a chain, a chord): the
 #: holder's task id. The worker skips it without taking a lock.
 SKIPPED = "singleton_lock_skipped"
+#: The call's generation (``on_locked="replace"``, ``lock_debounce``): the worker runs it only if no
+#: newer call of its key was made (see store/generations.py).
+GENERATION = "singleton_lock_generation"
 #: Every header the library writes.
-ALL = (TOKEN, ENQUEUE_TOKEN, ENQUEUE_DIGEST, RETRIES, AFTER, SKIPPED)
+ALL = (TOKEN, ENQUEUE_TOKEN, ENQUEUE_DIGEST, RETRIES, AFTER, SKIPPED, GENERATION)
 
 
 def library_headers(inherited: Optional[Mapping[str, Any]], ours: Mapping[str, Any]) -> Dict[str, Any]:

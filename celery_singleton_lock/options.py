@@ -19,7 +19,7 @@ __all__ = ["LockOptions", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_optio
            "SETTING_NAMES", "refuse_unknown_options"]
 
 SCOPES = ("running", "queued", "queued_or_running")
-ON_LOCKED = ("skip", "retry", "wait", "raise")
+ON_LOCKED = ("skip", "retry", "wait", "raise", "replace")
 ON_LOCK_ERROR = ("retry", "run", "raise")
 
 # task attribute -> (app.conf key, built-in default)
@@ -34,6 +34,8 @@ _OPTIONS: Dict[str, Tuple[str, Any]] = {
     "lock_retry_max": ("singleton_lock_retry_max", None),
     "lock_wait_timeout": ("singleton_lock_wait_timeout", 30.0),
     "on_lock_error": ("singleton_lock_on_lock_error", "retry"),
+    "lock_debounce": ("singleton_lock_debounce", None),  # None: no debounce
+    "lock_debounce_max": ("singleton_lock_debounce_max", None),
 }
 OPTION_NAMES = tuple(_OPTIONS)
 #: Every ``app.conf`` setting of the library; any other ``singleton_lock_*`` key is a typo.
@@ -58,6 +60,15 @@ class LockOptions:
     retry_max: Optional[int]
     wait_timeout: float
     on_lock_error: str
+    #: Trailing-edge debounce (seconds), and how long a burst may last at most; ``None``: unset.
+    debounce: Optional[float] = None
+    debounce_max: Optional[float] = None
+
+    @property
+    def latest_wins(self) -> bool:
+        """Whether the newest call of a key takes the place of the ones still waiting
+        (``on_locked="replace"``, which ``lock_debounce`` implies)."""
+        return self.on_locked == "replace"
 
     @property
     def at_enqueue(self) -> bool:
@@ -110,7 +121,9 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
     if isinstance(key, list):
         key = tuple(key)
     scope = _choice(task, "lock_scope", pick("lock_scope"), SCOPES)
-    on_locked = _choice(task, "on_locked", pick("on_locked"), ON_LOCKED)
+    debounce, debounce_max = _debounce(task, pick("lock_debounce"), pick("lock_debounce_max"))
+    on_locked = _choice(task, "on_locked", _on_locked(task, attrs("on_locked"), pick("on_locked"), debounce),
+                        ON_LOCKED)
     on_lock_error = _choice(task, "on_lock_error", pick("on_lock_error"), ON_LOCK_ERROR)
     ttl = _seconds(task, "lock_ttl", pick("lock_ttl"))
     if ttl < 0.01:
@@ -134,9 +147,38 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
         retry_max=retry_max,
         wait_timeout=_seconds(task, "lock_wait_timeout", pick("lock_wait_timeout"), allow_zero=True),
         on_lock_error=on_lock_error,
+        debounce=debounce,
+        debounce_max=debounce_max,
     )
+    if on_locked == "replace" and scope == "running" and debounce is None:
+        raise _fail(task, 'on_locked="replace" needs lock_scope="queued" or "queued_or_running" (with '
+                          '"running" no copy waits to be replaced), or lock_debounce')
     if scope == "queued_or_running" and on_locked == "wait":
         raise _fail(task, 'on_locked="wait" makes no sense with lock_scope="queued_or_running": '
                           "apply_async would block the caller until the queued copy has run; "
                           'use "skip", "raise" or "retry"')
     return options
+
+
+def _debounce(task: str, debounce: Any, debounce_max: Any) -> Tuple[Optional[float], Optional[float]]:
+    """``lock_debounce`` (> 0) and ``lock_debounce_max`` (> ``lock_debounce``), or ``None``."""
+    quiet = None if debounce is None else _seconds(task, "lock_debounce", debounce)
+    if debounce_max is None:
+        return quiet, None
+    if quiet is None:
+        raise _fail(task, f"lock_debounce_max={debounce_max!r} needs lock_debounce (it caps a debounced burst)")
+    longest = _seconds(task, "lock_debounce_max", debounce_max)
+    if longest <= quiet:
+        raise _fail(task, f"lock_debounce_max={longest!r} must be longer than lock_debounce={quiet!r}")
+    return quiet, longest
+
+
+def _on_locked(task: str, own: Any, resolved: Any, debounce: Optional[float]) -> Any:
+    """A debounced task's duplicates are replaced by the newest call; another ``on_locked`` that the
+    task itself names contradicts its ``lock_debounce`` (an app-wide default gives way to it)."""
+    if debounce is None:
+        return resolved
+    if own is not None and own != "replace":
+        raise _fail(task, f"on_locked={own!r} contradicts lock_debounce={debounce!r}: a debounced call "
+                          'replaces the one waiting before it (on_locked="replace", the default with lock_debounce)')
+    return "replace"

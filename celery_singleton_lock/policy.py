@@ -9,7 +9,12 @@ retry      re-queued after ``lock_retry_delay``, up to     published without an 
            ``lock_retry_max`` times, then ``LockedError``  worker re-queues it until the lock is free
 wait       waits up to ``lock_wait_timeout`` for the       as ``skip``: a copy already waits in the
            release, then FAILURE with ``LockedError``      queue behind the running one
+replace    the newest call waits its turn: re-queued,      published without an enqueue lock: every
+           uncounted, until the running copy is done       call is, and the newest one runs
 =========  ==============================================  =============================================
+
+Under ``replace`` (and ``lock_debounce``) a call that a newer one superseded ends before it asks
+for the lock, whoever holds it (:mod:`.newest`: :class:`~.decisions.Superseded`, SUCCESS ``None``).
 
 Before a run-time duplicate gets here, :mod:`.turns` settles the holders that are
 no duplicates' (a retry's predecessor, a redelivery, ``queued``'s waiting copy).
@@ -27,7 +32,7 @@ from .exceptions import LockedError
 from .store import Conflict
 from .turns import TURNS, wait_for_release
 
-__all__ = ["ON_LOCKED", "decide", "SkipPolicy", "RaisePolicy", "RetryPolicy", "WaitPolicy"]
+__all__ = ["ON_LOCKED", "decide", "SkipPolicy", "RaisePolicy", "RetryPolicy", "WaitPolicy", "ReplacePolicy"]
 
 
 def _held_by(attempt: Attempt, conflict: Conflict) -> LockedError:
@@ -99,11 +104,23 @@ class WaitPolicy:
         return SkipAtEnqueue()
 
 
-Policy = Union[SkipPolicy, RaisePolicy, RetryPolicy, WaitPolicy]
+class ReplacePolicy:
+    name = "replace"
+
+    def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
+        # Superseded calls ended before they asked for the lock: this one is the newest.
+        attempt.waits_turn(conflict, "the running copy (it is the newest call)")
+        return Requeue(conflict, counted=False)
+
+    def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
+        return PublishUnlocked()
+
+
+Policy = Union[SkipPolicy, RaisePolicy, RetryPolicy, WaitPolicy, ReplacePolicy]
 
 #: ``on_locked`` value -> its policy.
 ON_LOCKED: Dict[str, Policy] = {policy.name: policy for policy in (SkipPolicy(), RaisePolicy(), RetryPolicy(),
-                                                                      WaitPolicy())}
+                                                                      WaitPolicy(), ReplacePolicy())}
 
 
 def decide(attempt: Attempt, conflict: Conflict) -> Decision:

@@ -60,7 +60,7 @@ from .runtime import runtime_for
 from .store import (STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact,
                     wait_for_gate)
 
-__all__ = ["publish_locked", "CallOptions", "message_digest"]
+__all__ = ["publish_locked", "CallOptions", "message_digest", "store_skipped"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -224,11 +224,11 @@ def _duplicate_at_enqueue(task: Any, key: str, task_id: str, conflict: Conflict,
         # The caller (a group, a chain, an explicit task_id) already holds a result for this id, or
         # the holder has none to wait on (a foreign key): it ends as a skipped duplicate does at run
         # time, instead of PENDING forever.
-        _store_skipped(task, task_id)
+        store_skipped(task, task_id)
     return task.AsyncResult(conflict.task_id or task_id)
 
 
-def _store_skipped(task: Any, task_id: str) -> None:
+def store_skipped(task: Any, task_id: str) -> None:
     try:
         task.backend.store_result(task_id, None, states.SUCCESS)
     except NotImplementedError:  # no result backend configured: nobody waits on it

@@ -26,9 +26,11 @@ def jittered(delay: float) -> float:
 
 
 def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], conflict: Optional[Conflict],
-            exc: Optional[BaseException] = None, *, counted: bool = True) -> BaseException:
-    """Re-publish this message for later and return the ``Retry`` to raise; past ``lock_retry_max``
-    (counted tries only) the error to end with instead."""
+            exc: Optional[BaseException] = None, *, counted: bool = True,
+            countdown: Optional[float] = None) -> BaseException:
+    """Re-publish this message for later (after ``countdown`` seconds, or ``lock_retry_delay`` with
+    jitter) and return the ``Retry`` to raise; past ``lock_retry_max`` (counted tries only) the error
+    to end with instead."""
     task, request, options = attempt.task, attempt.request, attempt.options
     done = int(request.get(headers.RETRIES) or 0)
     if counted and options.retry_max is not None and done >= options.retry_max:
@@ -40,7 +42,7 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
             f"task {task.name}[{request.id}]: gave up after {done} lock retries (lock_retry_max="
             f"{options.retry_max}); lock {attempt.key} held by task {holder}",
             task=task.name, key=attempt.key, holder=holder)
-    countdown = jittered(options.retry_delay)
+    countdown = jittered(options.retry_delay) if countdown is None else countdown
     if request.is_eager:
         return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
     ours: Dict[str, Any] = {headers.RETRIES: done + 1 if counted else done}
@@ -48,10 +50,13 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
         ours.update({headers.ENQUEUE_TOKEN: attempt.enqueue_token, headers.ENQUEUE_DIGEST: attempt.queued_digest})
     if attempt.after:
         ours[headers.AFTER] = attempt.after  # still the retry of that execution
+    if request.get(headers.GENERATION):
+        ours[headers.GENERATION] = request.get(headers.GENERATION)  # still that call: newest or not
     message_headers = headers.library_headers(request.headers, ours)
     signature = task.signature_from_request(
         request, args, kwargs, countdown=countdown, retries=request.retries, headers=message_headers)
     signature.apply_async()
-    why = f"lock {attempt.key} busy" if conflict is not None else f"lock store unavailable ({exc})"
+    why = (f"lock {attempt.key} busy" if conflict is not None else f"lock store unavailable ({exc})" if exc
+           else f"waiting a quiet period as the newest call of {attempt.key}")
     return Retry(f"{why}, retry {ours[headers.RETRIES]} in {countdown:.1f}s", exc=exc, when=countdown,
                  sig=signature)

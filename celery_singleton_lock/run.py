@@ -16,9 +16,9 @@ from typing import Any, Callable, Iterator, Mapping, NoReturn, Optional, Sequenc
 
 from celery.exceptions import Ignore
 
-from . import headers, signals
+from . import headers, newest, signals
 from .attempt import Attempt
-from .decisions import Decision, Fail, Ignored, Requeue, Run, Skip
+from .decisions import Decision, Fail, Ignored, Requeue, Run, Skip, Superseded
 from .exceptions import ConfigurationError, LockBackendError
 from .exits import abandon, hand_over, release_after_run
 from .handle import ExecutionLock
@@ -75,6 +75,9 @@ def _run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body
     if headers.redelivered(attempt.request) and attempt.already_ran():
         attempt.conflict(None, "ignore")
         raise Ignore()  # a redelivery of a message whose first delivery ran to the end: store nothing
+    ended = newest.before_run(attempt)  # a newer call of the key took this one's place
+    if ended is not None:
+        return _enact(attempt, ended, args, kwargs)
     try:
         outcome, started = attempt.acquire()
     except STORE_ERRORS as exc:
@@ -94,19 +97,27 @@ def _run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body
         if not isinstance(decision, Run):
             return _enact(attempt, decision, args, kwargs)
         outcome, started = decision.grant, decision.started
+    try:
+        ended = newest.claim_run(attempt)
+    except STORE_ERRORS as exc:
+        abandon(attempt.runtime, attempt.key, attempt.token)
+        return _store_unavailable(attempt, args, kwargs, body, exc, "claim")
+    if ended is not None:
+        abandon(attempt.runtime, attempt.key, attempt.token)  # superseded while it asked: not its run
+        return _enact(attempt, ended, args, kwargs)
     return _hold(attempt, started, body)
 
 
 def _enact(attempt: Attempt, decision: Decision, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
     """The task's outcome for a duplicate: SUCCESS ``None``, FAILURE, re-queued, or nothing stored."""
-    if isinstance(decision, Skip):
+    if isinstance(decision, (Skip, Superseded)):
         return None  # SUCCESS with result None: the caller's .get() returns
     if isinstance(decision, Fail):
         raise decision.error
     if isinstance(decision, Ignored):
         raise Ignore()
     assert isinstance(decision, Requeue)
-    raise requeue(attempt, args, kwargs, decision.conflict, counted=decision.counted)
+    raise requeue(attempt, args, kwargs, decision.conflict, counted=decision.counted, countdown=decision.countdown)
 
 
 def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Optional, Sequence, Tuple
 
 from celery import Task
 
-from . import headers
+from . import headers, supersede
 from .arguments import ArgumentKey, LockKeySpec, check_call_shape
 from .exceptions import LockedError
 from .handle import ExecutionLock
@@ -81,9 +81,10 @@ class LockedTask(Task):
 
     @classmethod
     def _resolve_singleton_lock(cls, app: Any) -> Tuple[LockOptions, ArgumentKey]:
-        resolve_settings(app.conf)  # the app's lock settings too: a wrong URL or prefix fails now, not per task
+        settings = resolve_settings(app.conf)  # the app's lock settings too: a wrong URL or prefix fails now
         refuse_unknown_options(cls.name, _own_attributes(cls), _class_names())
         options = resolve_options(cls.name, lambda attr: getattr(cls, attr, None), app.conf)
+        supersede.refuse_without_generations(cls.name, options, settings)
         argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key, strict=cls.typing is not False)
         cls._singleton_lock_resolved = (app, options, argument_key)
         if options.on_locked == "raise" and not issubclass(LockedError, tuple(cls.throws)):
@@ -130,6 +131,12 @@ class LockedTask(Task):
         """Publish; a ``queued*`` task first takes its enqueue lock (see :mod:`.enqueue`)."""
         check_call_shape(args, kwargs)
         lock_options = self.singleton_lock()[0]
+        newest: dict = {}
+        if supersede.stamps(self, task_id, options.get("headers")):
+            # on_locked="replace" / lock_debounce: this call becomes its key's newest (see .supersede)
+            task_id, newest = supersede.supersede(self, args or (), kwargs or {}, task_id, options)
+            if not lock_options.at_enqueue:
+                options["headers"] = headers.library_headers(options.get("headers"), newest)
         if not lock_options.at_enqueue or self.app.conf.task_always_eager:
             # Eager runs take the run lock inside apply(); either way, arguments without
             # a lock key are refused before anything is published.
@@ -142,9 +149,9 @@ class LockedTask(Task):
 
         def publish(publish_id: str, ours: Optional[dict]) -> Any:
             inherited = options.get("headers")
-            if inherited or ours:
+            if inherited or ours or newest:
                 # Celery copies a request's headers into self.retry(): ours are set afresh.
-                options["headers"] = headers.library_headers(inherited, ours or {})
+                options["headers"] = headers.library_headers(inherited, {**newest, **(ours or {})})
             return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow, **options)
 
         return publish_locked(self, args or (), kwargs or {}, task_id, CallOptions(options, link), publish)

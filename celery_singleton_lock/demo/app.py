@@ -1,4 +1,4 @@
-"""The demo's Celery app: one task per ``on_locked`` policy and a beat job slower than its schedule.
+"""The demo's Celery app: one task per ``on_locked`` policy, a debounced one, and a beat job slower than its schedule.
 
 Run it like any Celery project (the demo runner does exactly this)::
 
@@ -25,7 +25,7 @@ from celery_singleton_lock import signals as lock_signals
 from .config import DemoConfig
 from .record import Recorder
 
-__all__ = ["app", "config", "recorder", "skip_job", "retry_job", "wait_job", "raise_job", "report"]
+__all__ = ["app", "config", "recorder", "skip_job", "retry_job", "wait_job", "raise_job", "debounce_job", "report"]
 
 config = DemoConfig.from_env()
 recorder = Recorder(config)
@@ -87,6 +87,12 @@ def wait_job(self: Any, account: str, seq: int = 0, seconds: float = 1.0) -> Dic
 def raise_job(self: Any, account: str, seq: int = 0, seconds: float = 1.0) -> Dict[str, Any]:
     """A duplicate fails with ``LockedError`` naming the holder."""
     return _work(self, f"raise({account})", seconds)
+
+
+@app.task(name="demo.debounce", lock_debounce=0.4, lock_retry_delay=0.4, **_COMMON)
+def debounce_job(self: Any, account: str, seq: int = 0, seconds: float = 0.5) -> Dict[str, Any]:
+    """A burst of edits runs once, 0.4 s after the last, with the last edit (the others are superseded)."""
+    return _work(self, f"debounce({account}={seq})", seconds)
 
 
 @app.task(name="demo.report", base=LockedTask, bind=True, lock_scope="queued_or_running",

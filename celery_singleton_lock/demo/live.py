@@ -10,18 +10,19 @@ from __future__ import annotations
 import sys
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import IO, Any, Deque, Dict, List, Optional, Sequence
+from typing import IO, Any, Deque, Dict, List, Mapping, Optional, Sequence
 
 from ..store import LockRecord
 
-__all__ = ["Tally", "LiveView", "format_event", "ROWS"]
+__all__ = ["Tally", "LiveView", "format_event", "ROWS", "skipped"]
 
 #: (row label, task name) in display order.
 ROWS = (("skip", "demo.skip"), ("retry", "demo.retry"), ("wait", "demo.wait"), ("raise", "demo.raise"),
-        ("beat", "demo.report"))
+        ("debounce", "demo.debounce"), ("beat", "demo.report"))
 COLUMNS = ("sent", "running", "ran", "skipped", "retried", "waited", "raised")
 _ACTION_WORDS = {"skip": "skipped", "retry": "re-queued (retry)", "wait": "waits for the holder",
-                 "raise": "refused: LockedError", "ignore": "ignored (redelivery of the holder)"}
+                 "raise": "refused: LockedError", "ignore": "ignored (redelivery of the holder)",
+                 "replace": "superseded"}
 
 
 @dataclass
@@ -53,8 +54,13 @@ class Tally:
     def row(self, task: str, sent: int) -> Dict[str, int]:
         conflicts = self.conflicts.get(task, {})
         return {"sent": sent, "running": self.started[task] - self.ended[task], "ran": self.ended[task],
-                "skipped": conflicts.get("skip", 0), "retried": conflicts.get("retry", 0),
+                "skipped": skipped(conflicts), "retried": conflicts.get("retry", 0),
                 "waited": conflicts.get("wait", 0), "raised": conflicts.get("raise", 0)}
+
+
+def skipped(conflicts: Mapping[str, int]) -> int:
+    """Calls that ended without running: skipped duplicates, and calls a newer one superseded."""
+    return conflicts.get("skip", 0) + conflicts.get("replace", 0)
 
 
 def _short(task_id: Optional[str]) -> str:
@@ -70,6 +76,9 @@ def format_event(event: Dict[str, Any], t0: float, labels: Dict[str, str]) -> st
         return f"{when}  {event['label']:<16} finished  [{_short(event['id'])}] {event['end'] - event['start']:.1f}s"
     label = labels.get(event.get("key") or "", event["task"])
     where = " at enqueue" if event.get("at") == "enqueue" else ""
+    if event["action"] == "replace":
+        return (f"{when}  {event['task']:<16} superseded [{_short(event.get('id'))}] by the newer call "
+                f"[{_short(event.get('holder'))}]")
     return (f"{when}  {label:<16} duplicate [{_short(event.get('id'))}] {_ACTION_WORDS.get(event['action'], event['action'])}"
             f"{where}; lock held by [{_short(event.get('holder'))}]")
 
@@ -119,10 +128,10 @@ class LiveView:
     def _block(self, elapsed: float, phase: str, rows: Dict[str, Dict[str, int]], held: List[LockRecord],
                labels: Dict[str, str]) -> List[str]:
         lines = [f"\x1b[1mcelery-singleton-lock demo\x1b[0m  {elapsed:5.1f}s  {phase}",
-                 f"  {'policy':<7}{'task':<13}" + "".join(f"{c:>9}" for c in COLUMNS)]
+                 f"  {'policy':<9}{'task':<14}" + "".join(f"{c:>9}" for c in COLUMNS)]
         for name, task in ROWS:
             row = rows.get(task, {})
-            lines.append(f"  {name:<7}{task:<13}" + "".join(f"{row.get(c, 0):>9}" for c in COLUMNS))
+            lines.append(f"  {name:<9}{task:<14}" + "".join(f"{row.get(c, 0):>9}" for c in COLUMNS))
         lines.append(f"  locks held now ({len(held)}):")
         for record in held[:6]:
             state = "queued " if record.state == "queued" else ""

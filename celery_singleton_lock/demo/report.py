@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Mapping
 
-from .live import ROWS
+from .live import ROWS, skipped
 from .record import Records, overlaps
 
 __all__ = ["SummaryRow", "summarize", "format_summary", "plot_timeline"]
@@ -45,20 +45,20 @@ def summarize(records: Records, sent: Mapping[str, int], judge_beat: bool = True
         intervals = [i for i in records.intervals if i["task"] == task]
         enqueue_refused = sum(1 for c in records.conflicts if c["task"] == task and c.get("at") == "enqueue")
         task_sent = sent.get(task, 0) if policy != "beat" else counts.get("sent", 0) + enqueue_refused
-        rows.append(SummaryRow(policy, task, task_sent, len(intervals), counts.get("skip", 0),
+        rows.append(SummaryRow(policy, task, task_sent, len(intervals), skipped(counts),
                                counts.get("retry", 0), counts.get("wait", 0), counts.get("raise", 0),
                                len(overlaps(intervals)), judged=judge_beat or policy != "beat"))
     return rows
 
 
 def format_summary(rows: List[SummaryRow], elapsed: float) -> str:
-    header = f"{'policy':<8}{'task':<13}" + "".join(f"{c:>10}" for c in _COLUMNS)
+    header = f"{'policy':<9}{'task':<14}" + "".join(f"{c:>10}" for c in _COLUMNS)
     lines = [f"Summary (the whole run took {elapsed:.1f}s)", header, "-" * len(header)]
     for row in rows:
-        lines.append(f"{row.policy:<8}{row.task:<13}" + "".join(f"{getattr(row, c):>10}" for c in _COLUMNS))
+        lines.append(f"{row.policy:<9}{row.task:<14}" + "".join(f"{getattr(row, c):>10}" for c in _COLUMNS))
     lines.append("-" * len(header))
     totals: Dict[str, int] = {c: sum(getattr(r, c) for r in rows) for c in _COLUMNS}
-    lines.append(f"{'total':<21}" + "".join(f"{totals[c]:>10}" for c in _COLUMNS))
+    lines.append(f"{'total':<23}" + "".join(f"{totals[c]:>10}" for c in _COLUMNS))
     lines.append("")
     lines.append(f"overlaps = {totals['overlaps']}: "
                  + ("no two executions of one lock key ever ran at the same time (judged from the intervals "

@@ -14,7 +14,8 @@ from typing import List, Tuple
 __all__ = ["Call", "round_calls", "POLICIES"]
 
 #: Policy name -> task name in :mod:`.app`.
-POLICIES = {"skip": "demo.skip", "retry": "demo.retry", "wait": "demo.wait", "raise": "demo.raise"}
+POLICIES = {"skip": "demo.skip", "retry": "demo.retry", "wait": "demo.wait", "raise": "demo.raise",
+            "debounce": "demo.debounce"}
 
 # (policy, duplicates of the round's hot account, distinct accounts)
 _SHAPE: Tuple[Tuple[str, int, Tuple[str, ...]], ...] = (
@@ -22,6 +23,7 @@ _SHAPE: Tuple[Tuple[str, int, Tuple[str, ...]], ...] = (
     ("raise", 3, ("acct-3",)),
     ("retry", 3, ("acct-3",)),
     ("wait", 2, ("acct-3",)),
+    ("debounce", 6, ("acct-3",)),  # a burst of edits: one run, with the last
 )
 
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from os import urandom
-from typing import Any, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .generations import GenerationStore
 
 from . import pid_namespace
 
@@ -118,6 +121,9 @@ class LockBackend(Protocol):
 
     #: Whether :meth:`release` can note a :class:`Completion` and :meth:`completed` find it.
     records_completions: bool
+    #: Which call of a key is the newest (see :mod:`.generations`); ``None`` where the store
+    #: cannot tell it safely (a quorum: its masters' clocks and histories differ).
+    generations: Optional["GenerationStore"]
 
     def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
         """Take ``key`` if free (or already ours under ``token`` in ``state``: a repeated ask)."""

@@ -9,6 +9,8 @@ bounded: sixteen counters per task, whatever the number of arguments.
 ``<prefix>:{<task>:<b>}:<digest>``        the lock (a string, see record.py); gone when released
 ``<prefix>:{<task>:<b>}:<digest>:queued`` the enqueue lock of a ``queued``-scope task
 ``<prefix>:{<task>:<b>}:fence``           fencing counter of the bucket: the last fence handed out
+``<prefix>:{<task>:<b>}:<digest>:gen``    which call of the key is the newest (``on_locked="replace"``,
+                                          ``lock_debounce``; see generations.py), with a TTL
 ``<prefix>:{<task>:<b>}:done``            ids of the bucket's executions that ran to the end while a
                                           redelivery of their message was possible (``acks_late``),
                                           each kept for a while
@@ -68,6 +70,8 @@ class LockKeys:
     fence: str
     #: The bucket's set of executions that ran to the end (see the module docstring).
     done: str
+    #: Which call of the key is the newest (see generations.py).
+    generation: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ class KeyLayout:
         one that differs from ``digest``."""
         queued = self.enqueue(task, queued_digest or digest, scope)
         return LockKeys(lock=self.lock(task, digest), queued=queued, fence=self.fence(task, digest),
-                        done=self.done(task, digest))
+                        done=self.done(task, digest), generation=self.generation(task, digest))
 
     def tag(self, task: str, digest: str) -> str:
         """The key prefix of the digest's bucket, hash tag included."""
@@ -97,6 +101,10 @@ class KeyLayout:
         """Where a ``queued*`` task's enqueue lock lives: a key of its own for ``queued`` (one
         copy queued beside one running), the run lock itself for ``queued_or_running``."""
         return self.queued(task, digest) if scope == "queued" else self.lock(task, digest)
+
+    def generation(self, task: str, digest: str) -> str:
+        """The hash naming the newest call of the key (see :mod:`.generations`)."""
+        return f"{self.tag(task, digest)}:{digest}:gen"
 
     def fence(self, task: str, digest: str) -> str:
         return f"{self.tag(task, digest)}:fence"
@@ -122,4 +130,4 @@ class KeyLayout:
 
     @staticmethod
     def is_bookkeeping(key: str) -> bool:
-        return key.endswith((":fence", ":done"))
+        return key.endswith((":fence", ":done", ":gen"))

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from .generations import GenerationStore, MemoryGenerations
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 
 __all__ = ["MemoryBackend"]
@@ -48,6 +49,7 @@ class MemoryBackend:
         self._counters: Dict[str, int] = {}
         self._done: Dict[str, Dict[str, float]] = {}
         self._releases: Dict[str, int] = {}  # announcements per key, for the waiters that asked
+        self.generations: Optional[GenerationStore] = MemoryGenerations(clock)
 
     # -- helpers (called with the condition held) --------------------------------------------------
     def _now_ms(self) -> float:

@@ -45,6 +45,7 @@ import redis
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .redis_backend import RedisBackend
 from .errors import error_text
+from .generations import GenerationStore
 from .fanout import Failed, FanOut, Results, column_counts, most_seen
 from .quorum_events import QuorumReleaseEvents, subscribed
 from .quorum_fence import QuorumFencing
@@ -74,6 +75,8 @@ class QuorumBackend(QuorumFencing, FanOut):
     """The lock protocol on N independent Redis masters, decided by majority."""
 
     records_completions = False
+    #: Generations need one history of a key's calls; independent masters each keep their own.
+    generations: Optional[GenerationStore] = None
 
     def __init__(self, clients: Sequence[Any], *, node_timeout: float = 0.25, clock_drift: float = 0.01,
                  split_retries: int = 2, split_retry_delay: float = 0.05,

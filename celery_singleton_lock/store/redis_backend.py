@@ -22,6 +22,7 @@ from redis.cluster import RedisCluster
 from . import foreign, record, scripts
 from .direct import direct_for
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from .generations import GenerationStore, RedisGenerations
 from .events import PubSubReleaseEvents, subscribed
 from .start_gate import RestartWait
 
@@ -122,6 +123,7 @@ class RedisBackend:
         self._completed = client.register_script(scripts.COMPLETED)
         self._await = client.register_script(scripts.AWAIT)
         self._clear_foreign = client.register_script(scripts.CLEAR_FOREIGN)
+        self.generations: Optional[GenerationStore] = RedisGenerations(client)
         # The calls on every task's path skip redis-py's per-command pool round (see .direct).
         self._ask = direct_for(client)
         self._ask_grants = self._ask if grants is None else direct_for(grants)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from importlib.resources import files
 
 __all__ = ["RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "FENCE", "RAISE_FENCE", "COMPLETED", "AWAIT",
-           "CLEAR_FOREIGN"]
+           "CLEAR_FOREIGN", "GEN_SUPERSEDE", "GEN_PEEK", "GEN_CLAIM"]
 
 # Python 3.9's files() takes no namespace package and its joinpath takes one name at a time:
 # start from this module's package and step down with "/".
@@ -44,3 +44,6 @@ RAISE_FENCE = _script("raise_fence")
 COMPLETED = _script("completed")
 AWAIT = _script("await")
 CLEAR_FOREIGN = _script("clear_foreign")
+GEN_SUPERSEDE = _script("gen_supersede", common=True)
+GEN_PEEK = _script("gen_peek", common=True)
+GEN_CLAIM = _script("gen_claim", common=True)

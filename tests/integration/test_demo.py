@@ -105,7 +105,8 @@ def test_short_demo_runs_end_to_end_with_zero_overlaps(run_demo, redis_base, tmp
     # While it runs, the operator's CLI sees the demo's locks through the demo app.
     wait_for(lambda: "round 1/2" in demo.output(), 90, what="the demo to start sending")
     seen = wait_for(lambda: _locks_listed(demo.env), 15, interval=0.1, what="a lock listed by the CLI")
-    assert {lock["task"] for lock in seen} <= {"demo.skip", "demo.retry", "demo.wait", "demo.raise", "demo.report"}
+    assert {lock["task"] for lock in seen} <= {"demo.skip", "demo.retry", "demo.wait", "demo.raise", "demo.debounce",
+                                             "demo.report"}
 
     code = demo.wait(60)
     elapsed = time.monotonic() - demo.started
@@ -118,6 +119,9 @@ def test_short_demo_runs_end_to_end_with_zero_overlaps(run_demo, redis_base, tmp
     assert total, out
     sent, ran, skipped, retried, waited, raised, overlaps = map(int, total.groups())
     assert overlaps == 0 and sent > ran > 0 and skipped > 0 and retried > 0 and waited > 0 and raised > 0
+    # each round's burst of edits to the debounced task ran once, with the last edit (seq 5)
+    edits = re.findall(r"debounce\((acct-[12])=(\d+)\)\s+runs", out)
+    assert sorted(edits) == [("acct-1", "5"), ("acct-2", "5")], out
     if plot:
         assert (tmp_path / "timeline.png").stat().st_size > 10_000
     assert _group_gone(demo.pid_after("worker ready")), "the worker outlived the demo"

@@ -95,6 +95,12 @@ def exercise_store(store: Any, layout: KeyLayout) -> None:
     assert isinstance(store.adopt(queued, other, "q1", "r1", 10_000, _holder("id-3")), Grant)
     assert store.requeue(other, "r1", 10_000)
     assert store.release_many([(other, "r1", "queued")]) == [True]
+    # the newest call of a key (on_locked="replace", lock_debounce): published twice, looked at, claimed
+    generation, generations = layout.generation(TASK, "a" * 32), store.generations
+    older = generations.supersede(generation, "id-6", 10_000)
+    newest = generations.supersede(generation, "id-7", 10_000)
+    assert generations.peek(generation, older.gen).outcome == "superseded"
+    assert generations.claim(generation, newest.gen, "id-7", 10_000).outcome == "run"
     # the operator's view: list, then clear by token
     assert isinstance(store.acquire(key, "t4", 10_000, _holder("id-5")), Grant)
     [record] = scan_locks(store.client, layout)

@@ -17,9 +17,13 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
-from celery_singleton_lock.store import Completion, Conflict, Grant, Holder, LockBackend, LockKeys, NotOurs
+from celery_singleton_lock.store import (Claim, Completion, Conflict, GenerationStore, Grant, Holder, LockBackend, LockKeys,
+                                        NotOurs)
 
 __all__ = ["Bench", "CHECKS", "holder", "protocol_members"]
+
+#: The claim that lets a call run.
+RUN_CLAIM = Claim("run")
 
 #: A lease long enough never to run out during a check, on any store.
 LONG_MS = 60_000
@@ -117,7 +121,7 @@ def conforms_to_the_protocol(bench: Bench) -> None:
     # then every attribute is there and every method takes what the protocol passes.
     backend = bench.backend
     attributes, methods = protocol_members()
-    assert attributes == ["records_completions"] and "acquire" in methods and "release_events" in methods
+    assert attributes == ["generations", "records_completions"] and "acquire" in methods and "release_events" in methods
     problems = [f"{name}: missing" for name in attributes + methods if not hasattr(backend, name)]
     assert isinstance(backend.records_completions, bool)
     for name in methods:
@@ -673,3 +677,84 @@ def holder_reports_the_lock_fields(bench: Bench) -> None:
     # When a redelivered copy of its message meets it, then the lock says so
     assert backend.mark_redelivered(keys.lock, "task-a") is True
     assert _info(backend, keys.lock)["redelivered"] == "1"
+
+
+# -- generations: the newest call of a key, and its one claimed run ------------------------------
+
+def _generations(bench: Bench) -> Tuple[GenerationStore, str]:
+    store = bench.backend.generations
+    assert store is not None, "this store keeps generations"
+    return store, f"{bench.keys().lock}:gen"
+
+
+@check
+def only_the_newest_generation_claims_its_run_and_only_once(bench: Bench) -> None:
+    # Given three calls of one key
+    store, key = _generations(bench)
+    first = store.supersede(key, "call-1", LONG_MS)
+    second = store.supersede(key, "call-2", LONG_MS)
+    third = store.supersede(key, "call-3", LONG_MS)
+    # Then each displaced the one before it, and generations increase
+    assert (first.previous, second.previous, third.previous) == (None, "call-1", "call-2")
+    assert first.gen < second.gen < third.gen
+    # When the older ones ask, then they are superseded by the newest (peek and claim agree)
+    assert store.peek(key, first.gen) == Claim("superseded", "call-3")
+    assert store.claim(key, second.gen, "call-2", LONG_MS) == Claim("superseded", "call-3")
+    # When the newest claims, then it runs; when it (another delivery of it) claims again, it ran
+    assert store.peek(key, third.gen) == RUN_CLAIM
+    assert store.claim(key, third.gen, "call-3", LONG_MS) == RUN_CLAIM
+    assert store.claim(key, third.gen, "call-3", LONG_MS) == Claim("ran", "call-3")
+    assert store.peek(key, third.gen) == Claim("ran", "call-3")
+
+
+@check
+def a_claim_ends_the_burst_and_a_claimed_call_is_never_superseded(bench: Bench) -> None:
+    # Given a burst whose first call was made a while ago
+    store, key = _generations(bench)
+    store.supersede(key, "call-1", LONG_MS)
+    bench.elapse(150)
+    newest = store.supersede(key, "call-2", LONG_MS)
+    assert newest.burst_ms >= 140, newest
+    # When the newest claims its run, then a call made during that run displaces nothing
+    assert store.claim(key, newest.gen, "call-2", LONG_MS) == RUN_CLAIM
+    during = store.supersede(key, "call-3", LONG_MS)
+    assert during.previous is None
+    # and it starts a new burst, newer than the running call
+    assert during.burst_ms < 100 and during.gen > newest.gen
+    assert store.claim(key, during.gen, "call-3", LONG_MS) == RUN_CLAIM
+
+
+@check
+def calls_the_store_forgot_start_a_new_burst_and_the_newest_of_them_runs_once(bench: Bench) -> None:
+    # Given three calls whose hash lasts a short while, and runs out (or the store restarted empty)
+    store, key = _generations(bench)
+    oldest = store.supersede(key, "call-1", bench.short_ms)
+    older = store.supersede(key, "call-2", bench.short_ms)
+    newer = store.supersede(key, "call-3", bench.short_ms)
+    bench.elapse(bench.short_ms + 50)
+    # When their messages arrive, then none runs at once: each becomes the newest of a new burst
+    assert store.peek(key, older.gen) == Claim("lost")
+    assert store.claim(key, older.gen, "call-2", LONG_MS) == Claim("lost")
+    assert store.claim(key, newer.gen, "call-3", LONG_MS) == Claim("lost")
+    assert store.claim(key, oldest.gen, "call-1", LONG_MS) == Claim("superseded", "call-3")
+    # and once they come back after a quiet period, the newest runs, once, and nothing older
+    assert store.claim(key, older.gen, "call-2", LONG_MS) == Claim("superseded", "call-3")
+    assert store.claim(key, newer.gen, "call-3", LONG_MS) == RUN_CLAIM
+    assert store.claim(key, newer.gen, "call-3", LONG_MS) == Claim("ran", "call-3")
+
+
+@check
+def a_burst_that_lasts_its_max_lets_an_older_call_run_once(bench: Bench) -> None:
+    # Given a burst whose first call was made longer ago than its max, and a newer call
+    store, key = _generations(bench)
+    overdue = store.supersede(key, "call-1", LONG_MS)
+    bench.elapse(150)
+    newest = store.supersede(key, "call-2", LONG_MS)
+    # When the older call asks with a max the burst has outlasted, then it runs (not without the max)
+    assert store.peek(key, overdue.gen) == Claim("superseded", "call-2")
+    assert store.peek(key, overdue.gen, 100) == RUN_CLAIM
+    assert store.claim(key, overdue.gen, "call-1", LONG_MS, 100) == RUN_CLAIM
+    # Then the burst ended: the newest call still runs after it, and nothing older runs again
+    assert store.claim(key, newest.gen, "call-2", LONG_MS, 100) == RUN_CLAIM
+    assert store.claim(key, overdue.gen, "call-1", LONG_MS, 100).outcome == "superseded"
+    assert store.claim(key, newest.gen, "call-2", LONG_MS, 100) == Claim("ran", "call-2")

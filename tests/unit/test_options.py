@@ -225,3 +225,27 @@ def test_names_the_task_class_itself_uses_are_no_typos():
         return self.lock, self.lock_digest((account_id,), {})
 
     assert job.singleton_lock()[0].ttl == 12 and job.lock_owner_name() == "me"
+
+
+def test_debounce_implies_replace_and_keeps_its_max():
+    options = resolve({"singleton_lock_on_locked": "retry"}, lock_debounce=0.5, lock_debounce_max=2)
+    assert (options.debounce, options.debounce_max, options.on_locked) == (0.5, 2.0, "replace")
+    assert options.latest_wins and not resolve().latest_wins and resolve().debounce is None
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"lock_debounce": 0}, "lock_debounce=0 must be > 0"),
+    ({"lock_debounce": "1"}, "lock_debounce must be a number of seconds"),
+    ({"lock_debounce": 1, "lock_debounce_max": 1}, "lock_debounce_max=1.0 must be longer than lock_debounce=1.0"),
+    ({"lock_debounce_max": 3}, "lock_debounce_max=3 needs lock_debounce"),
+    ({"lock_debounce": 1, "on_locked": "skip"}, "on_locked='skip' contradicts lock_debounce=1"),
+    ({"on_locked": "replace"}, 'on_locked="replace" needs lock_scope="queued" or "queued_or_running"'),
+])
+def test_wrong_debounce_and_replace_values_are_refused(attrs, message):
+    with pytest.raises(ConfigurationError, match=message.replace("(", r"\(")):
+        resolve(**attrs)
+
+
+@pytest.mark.parametrize("scope", ["queued", "queued_or_running"])
+def test_replace_goes_with_the_queued_scopes(scope):
+    assert resolve(on_locked="replace", lock_scope=scope).latest_wins

@@ -68,7 +68,7 @@ TTL_MS = 30_000
 QUEUE_TTL_MS = 3_600_000
 
 SCOPES = ("running", "queued", "queued_or_running")
-ON_LOCKED = ("skip", "raise", "retry", "wait")
+ON_LOCKED = ("skip", "raise", "retry", "wait", "replace")
 DELIVERIES = ("first", "redelivered", "retry")
 STATES = ("free", "running", "queued", "own")
 
@@ -257,7 +257,9 @@ EXPECTED: Dict[Tuple[str, str, str], str] = {
     ("queued_or_running", "retry", "own"): ADOPT,  # the lock its predecessor handed over
 }
 
-REFUSED = {("queued_or_running", "wait")}
+#: (scope, on_locked) refused where the task is defined -> the refusal's words.
+REFUSED = {("queued_or_running", "wait"): 'on_locked="wait" makes no sense with lock_scope="queued_or_running"',
+           ("running", "replace"): 'on_locked="replace" needs lock_scope="queued" or "queued_or_running"'}
 
 
 def _cells() -> Iterator[Any]:
@@ -335,7 +337,10 @@ def expect_duplicate(on_locked: str, decision: Decision, holder_task_id: Optiona
         assert decision.error.holder == holder_task_id
     elif on_locked == "retry":  # re-queued, counted against lock_retry_max
         assert isinstance(decision, Requeue) and decision.counted is True, decision
-        assert decision.conflict.task_id == holder_task_id
+        assert decision.conflict is not None and decision.conflict.task_id == holder_task_id
+    elif on_locked == "replace":  # the newest call (no newer one superseded it) waits its turn, uncounted
+        assert isinstance(decision, Requeue) and decision.counted is False, decision
+        assert decision.conflict is not None and decision.conflict.task_id == holder_task_id
     else:  # waited lock_wait_timeout for a release that did not come, then FAILURE with LockedError
         assert isinstance(decision, Fail) and isinstance(decision.error, LockedError), decision
         assert decision.error.holder == holder_task_id
@@ -347,8 +352,7 @@ def test_given_lock_state_when_delivery_starts_then_as_the_contract_says(
         worlds, scope, on_locked, delivery, state, fate):
     if (scope, on_locked) in REFUSED:
         # Then the task is refused where it is defined, before any message of it exists
-        refusal = 'on_locked="wait" makes no sense with lock_scope="queued_or_running"'
-        with pytest.raises(ConfigurationError, match=refusal):
+        with pytest.raises(ConfigurationError, match=REFUSED[scope, on_locked]):
             make_world(scope, on_locked)
         return
     expected = EXPECTED[scope, delivery, state]
@@ -400,7 +404,7 @@ def test_given_lock_state_when_delivery_starts_then_as_the_contract_says(
     elif expected == AFTER:
         # whatever on_locked says: the retry is no duplicate of the execution that sent it
         assert isinstance(decision, Requeue) and decision.counted is False, decision
-        assert decision.conflict.task_id == M and waited >= WAIT
+        assert decision.conflict is not None and decision.conflict.task_id == M and waited >= WAIT
         assert attempt.enqueue_token == setup.enqueue_token  # a handed-over lock stays its to adopt
     else:
         assert expected == DUPLICATE

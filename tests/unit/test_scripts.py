@@ -9,7 +9,7 @@ import pytest
 
 from celery_singleton_lock.store import scripts
 
-HELPERS = ("next_fence", "now_us", "uptime_ms", "restart_window")
+HELPERS = ("next_fence", "now_us", "uptime_ms", "restart_window", "gen_verdict")
 LUA = resources.files("celery_singleton_lock.store") / "lua"
 
 

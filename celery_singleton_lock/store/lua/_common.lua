@@ -1,4 +1,4 @@
--- Helpers shared by fence.lua and renew.lua. The loader (scripts.py) puts this file in
+-- Helpers shared by fence.lua, renew.lua and the gen_*.lua scripts. The loader (scripts.py) puts this file in
 -- front of each script that calls them, so they are defined before the script's body runs.
 -- It names no KEYS or ARGV of its own: the calling script passes its keys and arguments in.
 
@@ -46,4 +46,33 @@ end
 -- the network and one for INFO's whole seconds come on top.
 local function restart_window(hb)
   return math.min(tonumber(hb), 1000) + 2000
+end
+
+-- gen_verdict(key, gen, max_ms): whether the call of generation gen may run, against the key's
+-- generation hash (see gen_supersede.lua). A generation that claimed already 'ran' (another
+-- delivery of its message); one newer than the newest the hash names was published before the
+-- hash was 'lost' (a store restarted empty, a message that outlived the TTL): other calls of its
+-- burst may be waiting too. One older than the newest is 'superseded', unless the burst has
+-- lasted max_ms (> 0) and it is newer than the last run: then it runs, so a burst that never goes
+-- quiet still runs. The newest may run.
+-- Returns the verdict and the newest call's task id ('' with 'run' and 'lost').
+local function gen_verdict(key, gen, max_ms)
+  local h = redis.call('hmget', key, 'gen', 'task', 'claimed', 'first')
+  local last = tonumber(h[1] or '0') or 0
+  local claimed = tonumber(h[3] or '0') or 0
+  local newest = h[2] or ''
+  if claimed == gen then
+    return 'ran', newest
+  end
+  if gen > last then
+    return 'lost', ''
+  end
+  if gen < last then
+    local first = tonumber(h[4] or '')
+    if max_ms > 0 and gen > claimed and first and now_us() / 1000 - first >= max_ms then
+      return 'run', ''
+    end
+    return 'superseded', newest
+  end
+  return 'run', ''
 end

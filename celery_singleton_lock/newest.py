@@ -1,0 +1,104 @@
+"""The run side of "latest call wins": a call runs only if no newer call of its key was made, once.
+
+``on_locked="replace"`` and ``lock_debounce`` publish every call, each with its
+generation (:mod:`.supersede`); Celery cannot take a published message back, so
+the worker decides. Before asking for the lock, a message looks (:func:`before_run`):
+a newer call superseded it (it ends as :class:`~.decisions.Superseded`, SUCCESS
+``None``, one log line naming the newer call, ``lock_conflict`` with action
+``"replace"``), or its run was claimed already by another delivery of the same
+message (a broker redelivery after the visibility timeout: it stores nothing).
+Once the lock is its own, it claims the run (:func:`claim_run`), atomically, so a
+call superseded in between, or a second delivery, still does not run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from . import headers, signals
+from .attempt import Attempt
+from .decisions import Decision, Ignored, Requeue, Superseded
+from .exceptions import ConfigurationError
+from .store import STORE_ERRORS, Claim, GenerationStore
+
+__all__ = ["generation_of", "before_run", "claim_run"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+
+def generation_of(request: Any) -> Optional[int]:
+    """The generation a message carries (``None``: published without one, or unreadable)."""
+    value = request.get(headers.GENERATION)
+    try:
+        return int(value) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _generations(attempt: Attempt) -> GenerationStore:
+    store = attempt.runtime.store.generations
+    if store is None:
+        name = attempt.task.name
+        raise ConfigurationError(f"task {name}: on_locked=\"replace\" and lock_debounce need a lock store that "
+                                 "keeps one history of a key's calls; a quorum of independent masters keeps one "
+                                 "per master", task=name)
+    return store
+
+
+def _max_ms(attempt: Attempt) -> int:
+    longest = attempt.options.debounce_max
+    return int(longest * 1000) if longest else 0
+
+
+def before_run(attempt: Attempt) -> Optional[Decision]:
+    """How a superseded or already claimed message ends, before it asks for the lock; ``None``: ask."""
+    gen = generation_of(attempt.request)
+    if gen is None or not attempt.options.latest_wins:
+        return None
+    try:
+        verdict = _generations(attempt).peek(attempt.keys.generation, gen, _max_ms(attempt))
+        if verdict.outcome == "lost":
+            verdict = _claim(attempt, gen)  # no run is claimed: it becomes the newest of a new burst
+    except STORE_ERRORS:
+        return None  # the lock's ask meets the outage; the claim decides once it is ours
+    return _refusal(attempt, verdict)
+
+
+def claim_run(attempt: Attempt) -> Optional[Decision]:
+    """Claim the run for the message whose lock this is now; how it ends instead, if it may not run.
+    Store errors propagate (the caller lets go of the lock and follows ``on_lock_error``)."""
+    gen = generation_of(attempt.request)
+    if gen is None or not attempt.options.latest_wins:
+        return None
+    return _refusal(attempt, _claim(attempt, gen))
+
+
+def _claim(attempt: Attempt, gen: int) -> Claim:
+    options = attempt.options
+    return _generations(attempt).claim(attempt.keys.generation, gen, attempt.request.id or "",
+                                       int((options.queue_ttl + (options.debounce or 0.0)) * 1000), _max_ms(attempt))
+
+
+def _refusal(attempt: Attempt, verdict: Claim) -> Optional[Decision]:
+    task, task_id, key = attempt.task, attempt.request.id, attempt.keys.lock
+    if verdict.outcome == "run":
+        return None
+    if verdict.outcome == "lost":
+        # The store forgot the key's calls (restarted empty, or this message outlived lock_queue_ttl):
+        # other calls of the burst may be on their way; the newest of them runs after a quiet period.
+        quiet = attempt.options.debounce
+        logger.warning("singleton lock: %s[%s]: the lock store forgot the newest call of key %s; this call "
+                       "is the newest now and runs unless a newer one arrives within %s", task.name, task_id,
+                       key, f"{quiet:g}s" if quiet else "lock_retry_delay")
+        return Requeue(None, counted=False, countdown=quiet)
+    attempt.give_up_queue_slot()
+    if verdict.outcome == "ran":
+        logger.info("singleton lock: %s[%s]: another delivery of this call claimed its run of key %s; "
+                    "storing nothing", task.name, task_id, key)
+        return Ignored()
+    logger.info("singleton lock: %s[%s] was superseded by %s (replace): key %s runs the newest call only",
+                task.name, task_id, verdict.by or "?", key)
+    signals.lock_conflict.send(sender=task, key=key, task_id=task_id, holder=verdict.by, action="replace",
+                               at="run")
+    return Superseded(verdict.by)

@@ -1,0 +1,119 @@
+"""The publish side of "latest call wins": every call becomes its key's newest, and waits its quiet period.
+
+Under ``on_locked="replace"`` (and ``lock_debounce``, which implies it) no call is
+dropped at ``apply_async``: Celery cannot take back a message, so each call is
+published with its *generation* (a header), and the worker runs only the newest
+one of its key (:mod:`.newest`). Publishing a call here:
+
+- makes it the key's newest (one script call, :mod:`.store.generations`); the call
+  it displaced before that one ran (if any) is answered at once, SUCCESS with result
+  ``None``, so its caller's ``.get()`` returns now rather than when its message
+  reaches a worker (which ends it the same way);
+- under ``lock_debounce``, delays the message by the quiet period (after the
+  caller's own ``countdown``/``eta``), capped so that it is due no later than
+  ``lock_debounce_max`` after the burst's first call.
+
+A debounced message may wait in the broker longer than the Redis transport's
+``visibility_timeout``; the broker then hands it out twice. The second copy finds
+its generation's run claimed and stores nothing (:func:`.newest.before_run`), so
+the call still runs once.
+
+When the store cannot be reached, ``on_lock_error="raise"`` raises to the caller;
+otherwise the call is published without a generation: the worker guards its run
+with the lock alone (it runs, after any running copy, even if a newer call
+superseded it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Mapping, MutableMapping, Optional, Sequence, Tuple
+
+from celery.utils import uuid
+
+from . import headers
+from .exceptions import ConfigurationError, LockBackendError
+from .options import LockOptions
+from .publish import CallOptions, message_digest, store_skipped
+from .runtime import runtime_for
+from .settings import AppSettings
+from .store import STORE_ERRORS, Superseding, error_text, permanent_problem, redact
+
+__all__ = ["stamps", "supersede", "refuse_without_generations", "debounce_wait"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+
+def refuse_without_generations(task_name: str, options: LockOptions, settings: AppSettings) -> None:
+    """At definition: a quorum URL list cannot say which call of a key is the newest."""
+    if options.latest_wins and isinstance(settings.url, tuple) and settings.backend is None:
+        raise ConfigurationError(
+            f"task {task_name!r}: on_locked=\"replace\" and lock_debounce need one history of a key's calls, "
+            "and a quorum of independent masters (singleton_lock_url as a list) keeps one per master: use one "
+            "Redis, Sentinel or a Cluster for this app's locks", task=task_name)
+
+
+def stamps(task: Any, task_id: Optional[str], message_headers: Optional[Mapping[str, Any]]) -> bool:
+    """Whether this ``apply_async`` is a new call to supersede with: not the task re-queuing itself
+    (``self.retry()``), nor the library re-publishing a call it stamped already."""
+    if not task.singleton_lock()[0].latest_wins or task.app.conf.task_always_eager:
+        return False
+    if task_id is not None and task_id == task.request.id:
+        return False
+    return not (message_headers and (headers.GENERATION in message_headers or headers.RETRIES in message_headers))
+
+
+def debounce_wait(options: LockOptions, burst_ms: int) -> float:
+    """Seconds the message waits: the quiet period, capped by what is left of ``lock_debounce_max``."""
+    wait = options.debounce or 0.0
+    if options.debounce_max is not None:
+        wait = min(wait, max(options.debounce_max - burst_ms / 1000.0, 0.0))
+    return wait
+
+
+def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id: Optional[str],
+              options: MutableMapping[str, Any]) -> Tuple[str, Dict[str, Any]]:
+    """Make this call its key's newest: its task id, and the headers to publish it with. Under
+    ``lock_debounce`` the message's ``countdown`` is set in ``options`` (its ``eta`` folded in)."""
+    lock_options, argument_key = task.singleton_lock()
+    call = CallOptions(options)
+    digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
+    runtime = runtime_for(task.app)
+    key = runtime.layout.keys(task.name, digest, lock_options.scope).generation
+    task_id = task_id or uuid()
+    delay = call.delay()
+    generations = runtime.store.generations
+    if generations is None:
+        refuse_without_generations(task.name, lock_options, runtime.settings)
+        raise ConfigurationError(f"task {task.name!r}: the lock store keeps no generations", task=task.name)
+    newest: Optional[Superseding] = None
+    try:
+        newest = generations.supersede(key, task_id, int((lock_options.queue_ttl + delay +
+                                                          (lock_options.debounce or 0.0)) * 1000))
+    except STORE_ERRORS as exc:
+        _unreachable(task, runtime, key, lock_options, exc)
+    if lock_options.debounce is not None:
+        options.pop("eta", None)
+        options["countdown"] = delay + debounce_wait(lock_options, newest.burst_ms if newest else 0)
+    if newest is None:
+        return task_id, {}
+    if newest.previous and newest.previous != task_id:
+        try:
+            store_skipped(task, newest.previous)  # its .get() returns now; its message ends so too
+        except Exception as exc:  # a result backend that cannot answer for another call: its worker will
+            logger.warning("singleton lock: %s: could not store the superseded call %s's result now (%s); "
+                           "it is stored when its message reaches a worker", task.name, newest.previous,
+                           error_text(exc))
+    return task_id, {headers.GENERATION: str(newest.gen)}
+
+
+def _unreachable(task: Any, runtime: Any, key: str, options: LockOptions, exc: BaseException) -> None:
+    problem = permanent_problem(exc, "supersede")
+    if problem is not None:
+        raise ConfigurationError(f"task {task.name}: the lock store {redact(runtime.settings.url)} refused "
+                                 f"{key}: {problem}; nothing was published", task=task.name, key=key) from exc
+    if options.on_lock_error == "raise":
+        raise LockBackendError(f"task {task.name}: cannot reach Redis to mark the newest call of {key}: "
+                               f"{error_text(exc)}; nothing was published", task=task.name, key=key) from exc
+    logger.warning("singleton lock: %s: Redis unavailable at publish (%s); publishing without a generation: "
+                   "the lock alone guards its run", task.name, error_text(exc))

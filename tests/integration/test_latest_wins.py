@@ -1,0 +1,175 @@
+"""The newest call of a key wins: ``lock_debounce`` (with and without ``lock_debounce_max``) and
+``on_locked="replace"``, in real workers, judged from what the bodies recorded."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import List
+
+import pytest
+
+from tests.integration.helpers import overlaps, records, restore_overdue, wait_started
+from tests.integration.topo import app_on
+from tests.support.servers import RedisServer
+from tests.support.waits import wait_for
+
+APP = "tests.integration.proj_latest"
+
+
+@pytest.fixture
+def latest(proj):
+    """The app's tasks where the newest call wins (imported once the environment names our servers)."""
+    return importlib.import_module(APP)
+
+
+def _burst(task, calls: int, seconds: float, key: str = "k") -> List[tuple]:
+    """``calls`` calls of one key spread over ``seconds``: (when each was made, its AsyncResult)."""
+    made = []
+    start = time.monotonic()
+    for n in range(calls):
+        pause = start + n * seconds / (calls - 1) - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)  # pacing the caller, not waiting for the worker
+        made.append((time.time(), task.delay(key, n)))
+    return made
+
+
+def _all_ready(made: List[tuple], timeout: float) -> None:
+    wait_for(lambda: all(result.ready() for _, result in made), timeout, interval=0.1,
+             what="every call's result to be ready")
+
+
+def _settled(events_redis, seconds: float) -> list:
+    """The runs recorded, once none started for ``seconds`` (nothing is left to run)."""
+    def quiet():
+        runs = records(events_redis, "started")
+        last_start = max((run["start"] for run in runs), default=0.0)
+        return runs if runs and time.time() - last_start > seconds else None
+    wait_for(quiet, 30, interval=0.1, what="the runs to settle")
+    return records(events_redis)
+
+
+def test_a_burst_of_100_debounced_calls_runs_once_with_the_last_arguments(latest, start_worker, events_redis):
+    # Given a worker and a task debounced by 0.5 s
+    start_worker(app=APP, concurrency=2)
+    # When one key is called 100 times over 2 s
+    made = _burst(latest.debounced, 100, 2.0)
+    # Then every one of the 100 results gets ready
+    _all_ready(made, 20)
+    runs = _settled(events_redis, 1.5)
+    # and the key ran exactly once, with the 100th call's arguments, 0.5 s after that call (within 1 s)
+    assert [run["payload"] for run in runs] == [99], runs
+    waited = runs[0]["start"] - made[-1][0]
+    assert 0.5 <= waited <= 1.5, waited
+    assert made[-1][1].get(timeout=5) == {"key": "k", "payload": 99}
+    assert {result.get(timeout=5) for _, result in made[:-1]} == {None}
+
+
+def test_a_burst_that_never_goes_quiet_runs_within_its_max_and_ends_with_the_last_arguments(
+        latest, start_worker, events_redis):
+    # Given a task debounced by 0.5 s with lock_debounce_max=1
+    start_worker(app=APP, concurrency=2)
+    # When one key is called 100 times over 2 s (never 0.5 s quiet)
+    made = _burst(latest.debounced_max, 100, 2.0)
+    _all_ready(made, 30)
+    runs = _settled(events_redis, 1.5)
+    # Then a run started about 1 s after the first call, the last run carries the last call's
+    # arguments, and runs of the key never overlapped
+    assert runs, "nothing ran"
+    assert min(run["start"] for run in runs) - made[0][0] <= 1.5, runs
+    assert sorted(runs, key=lambda run: run["start"])[-1]["payload"] == 99, runs
+    assert not overlaps(runs)
+    assert len(runs) <= 4, runs  # one per max-long stretch of the burst, and the last
+
+
+@pytest.mark.parametrize("name", ["replaced", "replaced_qor"])
+def test_replace_runs_the_newest_of_20_waiting_calls_after_the_running_one(latest, start_worker, events_redis,
+                                                                           name):
+    # Given a queued(_or_running)-scope task whose newest call replaces the waiting one, one copy running
+    task = getattr(latest, name)
+    start_worker(app=APP, concurrency=2)
+    first = task.delay("k", 0)
+    wait_started(events_redis, 1)
+    # When 20 more calls with different payloads are made while it runs
+    made = [(time.time(), task.delay("k", n)) for n in range(1, 21)]
+    # Then every result gets ready, and exactly two runs happened: the first, then the 20th payload
+    _all_ready([(0, first)] + made, 20)
+    runs = sorted(_settled(events_redis, 1.5), key=lambda run: run["start"])
+    assert [run["payload"] for run in runs] == [0, 20], runs
+    assert not overlaps(runs)
+    assert {result.get(timeout=5) for _, result in made[:-1]} == {None}
+
+
+def test_a_worker_killed_in_the_middle_of_a_burst_loses_nothing_and_runs_nothing_twice(
+        latest, start_worker, events_redis):
+    # Given a worker that holds a debounced burst, its messages waiting for their countdowns
+    env = {"CSL_VISIBILITY_TIMEOUT": "2"}
+    doomed = start_worker(app=APP, concurrency=2, env=env)
+    made = _burst(latest.debounced_long, 20, 0.4)
+    wait_for(lambda: doomed.log().count(" received") >= 20, 10, what="the worker to hold all 20 messages")
+    # When it is killed (kill -9) before the quiet period (2 s) ends, and another worker takes over
+    doomed.kill()
+    assert not records(events_redis, "started")
+    start_worker(app=APP, concurrency=2, env=env)
+    wait_for(lambda: restore_overdue(latest.app) or records(events_redis, "started"), 20, interval=0.5,
+             what="the killed worker's messages to be handed out again and the key to run")
+    # Then the key ran once, with the last call's arguments, and every result is ready
+    _all_ready(made, 20)
+    runs = _settled(events_redis, 1.5)
+    assert [run["payload"] for run in runs] == [19], runs
+
+
+def test_a_lock_store_restarted_empty_in_the_middle_of_a_burst_still_runs_the_last_call_once(
+        latest, start_worker, events_redis):
+    # Given a worker and a publisher on a lock store of their own
+    with RedisServer() as lock_server, app_on(latest, lock_server.url):
+        start_worker(app=APP, concurrency=2, env={"CSL_LOCK_URL": lock_server.url})
+        # When the store restarts without its data before the burst's messages are due
+        made = _burst(latest.debounced, 20, 0.4)
+        lock_server.stop()
+        lock_server.start(settle=False)
+        # Then every result is ready, and the key ran once, with the last call's arguments
+        _all_ready(made, 30)
+        runs = _settled(events_redis, 1.5)
+        assert [run["payload"] for run in runs] == [19], runs
+        # And a burst after the restart runs its own last call once
+        events_redis.delete("started", "intervals")
+        made = _burst(latest.debounced, 20, 0.4)
+        _all_ready(made, 30)
+        assert [run["payload"] for run in _settled(events_redis, 1.5)] == [19]
+
+
+def test_a_debounced_message_handed_out_twice_past_the_visibility_timeout_runs_once(
+        latest, start_worker, events_redis):
+    # Given a one-process worker whose broker hands a message out again after 1 s unacknowledged (one
+    # process: the second copy runs after the first has ended and let go of the lock)
+    worker = start_worker(app=APP, concurrency=1, env={"CSL_VISIBILITY_TIMEOUT": "1"})
+    # When a call debounced by 2 s waits in the worker past that, and the broker hands it out again
+    result = latest.debounced_long.delay("k", "only")
+    wait_for(lambda: restore_overdue(latest.app, visibility_timeout=1.0) or worker.log().count(" received") >= 2,
+             10, interval=0.3, what="the broker to hand the waiting message out a second time")
+    # Then the call ran once, and its result is its run's
+    assert result.get(timeout=10) == {"key": "k", "payload": "only"}
+    runs = _settled(events_redis, 1.5)
+    assert [run["payload"] for run in runs] == ["only"], runs
+
+
+def test_groups_and_chains_of_debounced_calls_end_ready_and_run_the_newest_once(latest, start_worker,
+                                                                               events_redis):
+    from celery import chain, group
+
+    start_worker(app=APP, concurrency=2)
+    # Given a group of five calls of one key, and a chain whose first step is a call of another
+    members = group(latest.debounced.s("g", n) for n in range(5)).apply_async()
+    chained = chain(latest.debounced.s("c", "first"), latest.collect.s()).apply_async()
+    superseded_step = latest.debounced.delay("c2", "old")
+    follows = chain(latest.debounced.s("c2", "old-chain"), latest.collect.s()).apply_async()
+    latest.debounced.delay("c2", "newest")
+    # Then the group's newest member ran, the others ended superseded, and both chains went on
+    assert members.get(timeout=20) == [None, None, None, None, {"key": "g", "payload": 4}]
+    assert chained.get(timeout=20) == {"key": "c", "payload": "first"}
+    assert follows.get(timeout=20) is None  # its first step was superseded: the chain goes on with None
+    assert superseded_step.get(timeout=5) is None
+    runs = _settled(events_redis, 1.5)
+    assert sorted((run["key"], run["payload"]) for run in runs) == [("c", "first"), ("c2", "newest"), ("g", 4)]

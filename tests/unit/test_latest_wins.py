@@ -1,0 +1,126 @@
+"""The newest call of a key wins (``on_locked="replace"``, ``lock_debounce``), on ``MemoryBackend``:
+what ``apply_async`` publishes, and what a message of an older or a claimed call does at run time."""
+
+from __future__ import annotations
+
+import datetime as dt
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+from celery import Celery
+from celery.signals import before_task_publish
+
+from celery_singleton_lock import ConfigurationError, LockedTask, headers, newest
+from celery_singleton_lock.attempt import Attempt
+from celery_singleton_lock.decisions import Ignored, Requeue, Superseded
+from celery_singleton_lock.options import resolve_options
+from celery_singleton_lock.runtime import runtime_for
+from celery_singleton_lock.store import MemoryBackend
+from celery_singleton_lock.supersede import debounce_wait
+
+
+@pytest.fixture
+def app() -> Iterator[Celery]:
+    app = Celery("latest", broker="memory://", backend="cache+memory://", set_as_current=False)
+    app.conf.singleton_lock_backend = MemoryBackend()
+    yield app
+    runtime_for(app).close()
+
+
+@contextmanager
+def published() -> Iterator[List[Dict[str, Any]]]:
+    """The headers of every message published in the block."""
+    sent: List[Dict[str, Any]] = []
+
+    def record(headers: Optional[Dict[str, Any]] = None, **_: Any) -> None:
+        sent.append(dict(headers or {}))
+
+    before_task_publish.connect(record, weak=False)
+    try:
+        yield sent
+    finally:
+        before_task_publish.disconnect(record)
+
+
+def _debounced(app: Celery, **options: Any) -> Any:
+    @app.task(base=LockedTask, name="latest.sync", shared=False, lock_key=("account",), **options)
+    def sync(account: int, payload: str) -> str:
+        return payload
+    return sync
+
+
+def test_every_call_is_published_newer_than_the_last_and_due_after_the_quiet_period(app):
+    sync = _debounced(app, lock_debounce=0.5)
+    with published() as sent:
+        results = [sync.delay(1, payload) for payload in "abc"]
+    generations = [int(message[headers.GENERATION]) for message in sent]
+    assert generations == sorted(set(generations)) and len(generations) == 3
+    for message in sent:
+        due = dt.datetime.fromisoformat(message["eta"]) - dt.datetime.now(dt.timezone.utc)
+        assert 0.3 < due.total_seconds() <= 0.5
+    # the calls the newest displaced are answered at once; the newest waits for its run
+    assert [r.state for r in results] == ["SUCCESS", "SUCCESS", "PENDING"]
+    assert results[0].get(timeout=1) is None
+
+
+def test_another_key_is_no_newer_call(app):
+    sync = _debounced(app, lock_debounce=0.5)
+    first, other = sync.delay(1, "a"), sync.delay(2, "b")
+    assert (first.state, other.state) == ("PENDING", "PENDING")
+
+
+@pytest.mark.parametrize("burst_ms, wait", [(0, 0.5), (600, 0.4), (1_500, 0.0)])
+def test_debounce_max_caps_the_quiet_period(burst_ms, wait):
+    options = resolve_options("t", {"lock_debounce": 0.5, "lock_debounce_max": 1.0}.get, {})
+    assert debounce_wait(options, burst_ms) == pytest.approx(wait)
+
+
+def _attempt(task: Any, task_id: str, generation: int) -> Attempt:
+    task.push_request(id=task_id, args=(1, "x"), kwargs={}, **{headers.GENERATION: str(generation)})
+    return Attempt(task, (1, "x"), {})
+
+
+def test_a_superseded_message_ends_before_asking_and_the_newest_claims_its_run_once(app):
+    sync = _debounced(app, lock_scope="queued", on_locked="replace")
+    with published() as sent:
+        older, newer = sync.delay(1, "old"), sync.delay(1, "new")
+    old_gen, new_gen = (int(message[headers.GENERATION]) for message in sent)
+    try:
+        ended = newest.before_run(_attempt(sync, older.id, old_gen))
+        assert ended == Superseded(newer.id)
+        assert newest.before_run(_attempt(sync, newer.id, new_gen)) is None
+        assert newest.claim_run(_attempt(sync, newer.id, new_gen)) is None
+        # another delivery of the same message (a visibility timeout passed) stores nothing
+        assert isinstance(newest.before_run(_attempt(sync, newer.id, new_gen)), Ignored)
+    finally:
+        for _ in range(4):
+            sync.pop_request()
+
+
+def test_a_quorum_cannot_say_which_call_is_the_newest(app):
+    app.conf.singleton_lock_backend = None
+    app.conf.singleton_lock_url = ["redis://a:6379/0", "redis://b:6379/0", "redis://c:6379/0"]
+    with pytest.raises(ConfigurationError, match="quorum of independent masters"):
+        _debounced(app, lock_debounce=0.5).name  # bound to the app: the options are checked
+
+
+def test_calls_a_restarted_store_forgot_wait_a_quiet_period_and_only_the_newest_runs(app):
+    sync = _debounced(app, lock_debounce=0.5)
+    with published() as sent:
+        older, newer = sync.delay(1, "old"), sync.delay(1, "new")
+    old_gen, new_gen = (int(message[headers.GENERATION]) for message in sent)
+    runtime_for(app).close()
+    app.__dict__.pop("_singleton_lock_runtime")
+    app.conf.singleton_lock_backend = MemoryBackend()  # the store restarted empty
+    quiet = Requeue(None, counted=False, countdown=0.5)
+    try:
+        assert newest.before_run(_attempt(sync, older.id, old_gen)) == quiet
+        assert newest.before_run(_attempt(sync, newer.id, new_gen)) == quiet
+        # back after the quiet period: the older call is superseded, the newer one runs
+        assert newest.before_run(_attempt(sync, older.id, old_gen)) == Superseded(newer.id)
+        assert newest.before_run(_attempt(sync, newer.id, new_gen)) is None
+        assert newest.claim_run(_attempt(sync, newer.id, new_gen)) is None
+    finally:
+        for _ in range(5):
+            sync.pop_request()
