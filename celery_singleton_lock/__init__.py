@@ -13,7 +13,7 @@ from .exceptions import (
 )
 from .handle import ExecutionLock
 from .receivers import connect_receivers as _connect_receivers
-from .signals import lock_acquired, lock_conflict, lock_lost, lock_released
+from .signals import lock_acquired, lock_conflict, lock_lost, lock_released, lock_store_error, lock_waited
 from .task import LockedTask
 
 __all__ = [
@@ -29,6 +29,8 @@ __all__ = [
     "lock_conflict",
     "lock_released",
     "lock_lost",
+    "lock_waited",
+    "lock_store_error",
 ]
 
 __version__ = "0.1.0"

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple, Union
 
 from . import headers, signals
 from .runtime import LockRuntime, runtime_for
-from .store import STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, error_text, new_token
+from .store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, error_text, new_token,
+                    permanent_problem)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .options import LockOptions
@@ -162,3 +163,18 @@ class Attempt:
                     holder.pid if holder is not None and holder.pid is not None else "?")
         signals.lock_conflict.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
                                    holder=task_id, action=action, at="run")
+
+    def waited(self, outcome: Union[Grant, Conflict, object], began: float) -> None:
+        """Send ``lock_waited``: this duplicate stopped waiting, with the lock or without it."""
+        acquired = not isinstance(outcome, Conflict)
+        signals.lock_waited.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
+                                 holder=None if acquired else getattr(outcome, "task_id", None),
+                                 waited=time.monotonic() - began, acquired=acquired)
+
+    def store_failed(self, exc: BaseException, step: str) -> Optional[str]:
+        """Send ``lock_store_error`` for a store that neither granted nor refused; return what is set up
+        wrong when it refused (a misconfiguration), ``None`` for an outage."""
+        problem = permanent_problem(exc, step)
+        signals.lock_store_error.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
+                                      kind="outage" if problem is None else "misconfiguration", error=exc)
+        return problem

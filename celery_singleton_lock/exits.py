@@ -21,6 +21,8 @@ paused past ``lock_ttl``                  the heartbeat           nothing to rel
 ========================================  ======================  ==========================================
 
 Each function logs and carries on when the store does not answer: the TTL frees the lock later.
+Each release sends ``lock_released`` with the ``exit`` that ended the execution (:data:`.signals.EXITS`):
+:func:`exit_of` names it for the pool child, :func:`exit_for_child` for the main process.
 """
 
 from __future__ import annotations
@@ -28,17 +30,57 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
+from billiard import common as billiard_common
+from billiard.exceptions import Terminated, WorkerLostError
+from celery.exceptions import Ignore, Reject, Retry
+
 from . import headers, signals
 from .runtime import LockRuntime, peek_runtime, runtime_for
 from .store import STORE_ERRORS, Completion, Lease, error_text
 
-__all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "release_enqueue_lock", "release_all"]
+__all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "release_enqueue_lock", "release_all",
+           "exit_of", "exit_for_child"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
 
+def exit_of(error: Optional[BaseException]) -> str:
+    """How a body that raised ``error`` (``None``: it returned) ended, as ``lock_released`` names it."""
+    if error is None:
+        return "success"
+    if isinstance(error, Retry):
+        return "retry"
+    if isinstance(error, (Ignore, Reject)):
+        return "ignore"
+    if isinstance(error, (SystemExit, KeyboardInterrupt)):
+        # A pool process exits mid-task when its main process terminates the task: revoke with
+        # terminate=True (the pool's own TERM handler raised it; a cold shutdown does the same).
+        return "revoke" if _terminated_by_pool() else "shutdown"
+    return "failure"
+
+
+def _terminated_by_pool() -> bool:
+    fired = getattr(billiard_common, "terminate_handler_fired", None)
+    return bool(fired and fired())
+
+
+def exit_for_child(task_id: Optional[str], error: Any = None, shutdown: bool = False) -> str:
+    """How a pool child's execution ended, as the worker's main process sees it: revoked (with
+    ``terminate=True``, whichever report of the child's death comes first), the worker shutting
+    down, a failure (the hard time limit, the body's own error), or the child's death."""
+    from celery.worker import state
+
+    if shutdown:
+        return "shutdown"
+    if isinstance(error, Terminated) or (task_id is not None and task_id in state.revoked):
+        return "revoke"
+    if error is None or isinstance(error, WorkerLostError):
+        return "child_death"
+    return "failure"
+
+
 def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str],
-                      completion: Optional[Completion] = None) -> bool:
+                      completion: Optional[Completion] = None, exit: str = "success") -> bool:
     """Stop renewing, compare-and-delete by token, and report what Redis answered."""
     runtime.renewer.drop(lease)
     try:
@@ -55,7 +97,7 @@ def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Op
         lease.lost.set()
         runtime.report_lost(lease, "found gone at release: it expired (process paused past lock_ttl?) "
                                    "or was taken over; the other holder's lock was left untouched")
-    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released)
+    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released, exit=exit)
     return released
 
 
@@ -71,7 +113,8 @@ def _lost_to_a_restart(runtime: LockRuntime, lease: Lease, completion: Optional[
         return False
 
 
-def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:
+def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int, task: Any = None,
+              task_id: Optional[str] = None) -> None:
     """Turn the lock back into an enqueue lock (same token) for the retry's delivery to adopt."""
     runtime.renewer.drop(lease)
     try:
@@ -84,6 +127,7 @@ def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:
         lease.lost.set()
         runtime.report_lost(lease, "found gone when handing it over to the retry: it expired (process paused "
                                    "past lock_ttl?) or was taken over")
+    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=handed, exit="retry")
 
 
 def abandon(runtime: LockRuntime, key: str, token: str) -> None:
@@ -95,7 +139,8 @@ def abandon(runtime: LockRuntime, key: str, token: str) -> None:
                        "expires within lock_ttl", key, error_text(exc))
 
 
-def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: Any, why: str) -> bool:
+def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: Any, why: str,
+                      exit: str = "child_death") -> bool:
     """Release what a pool child held under the request's tokens (harmless if it held nothing).
 
     ``fields`` is the request's dict: its token, and the enqueue lock's token and digest the
@@ -122,7 +167,7 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
     if released:
         logger.info("singleton lock: %s[%s]: released %s from the worker's main process after %s",
                     task.name, task_id, keys.lock, why)
-        signals.lock_released.send(sender=task, key=keys.lock, task_id=task_id, released=True)
+        signals.lock_released.send(sender=task, key=keys.lock, task_id=task_id, released=True, exit=exit)
     return released
 
 
@@ -156,11 +201,16 @@ def release_all(app: Any, why: str) -> None:
     if runtime is None:
         return
     try:
-        count = runtime.renewer.release_all()
+        leases = runtime.renewer.release_all()
     except Exception as exc:
         logger.warning("singleton lock: releasing held locks at %s failed (%s); they expire within "
                        "their TTL", why, error_text(exc))
         return
-    if count:
-        logger.info("singleton lock: released %d held lock(s) at %s", count, why)
+    if leases:
+        logger.info("singleton lock: released %d held lock(s) at %s", len(leases), why)
+    for lease in leases:
+        handle = lease.context
+        task_name = getattr(handle, "task_name", None)
+        signals.lock_released.send(sender=app.tasks.get(task_name) if task_name else None, key=lease.key,
+                                   task_id=getattr(handle, "task_id", None), released=True, exit="shutdown")
     runtime.renewer.close(timeout=1.0)

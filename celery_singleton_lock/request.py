@@ -17,7 +17,7 @@ from billiard.exceptions import Terminated, TimeLimitExceeded, WorkerLostError
 from celery.worker.request import Request
 
 from . import headers
-from .exits import release_enqueue_lock, release_for_child
+from .exits import exit_for_child, release_enqueue_lock, release_for_child
 from .runtime import runtime_for
 from .store import new_token
 
@@ -50,7 +50,7 @@ class LockedRequest(Request):
         super().on_timeout(soft, timeout)
         if not soft:
             self._unwatch()
-            self.release_for_child("hard time limit")
+            self.release_for_child("hard time limit", TimeLimitExceeded(timeout))
 
     def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False) -> Any:
         self._unwatch()
@@ -60,12 +60,14 @@ class LockedRequest(Request):
             exc = getattr(exc_info, "exception", None)
             exc = getattr(exc, "exc", exc)  # ExceptionWithTraceback
             if isinstance(exc, _CHILD_GONE):
-                self.release_for_child(type(exc).__name__)
+                self.release_for_child(type(exc).__name__, exc)
 
     def release_enqueue_lock(self, why: str) -> bool:
         """Release the enqueue lock this message carries, if it is still the queue's."""
         return release_enqueue_lock(self.task, self.id, self.request_dict, why)
 
-    def release_for_child(self, why: str) -> bool:
-        """Release what the child held under this request's tokens (harmless if it held nothing)."""
-        return release_for_child(self.task, self.id, self.request_dict, self.args, self.kwargs, why)
+    def release_for_child(self, why: str, error: Any = None, shutdown: bool = False) -> bool:
+        """Release what the child held under this request's tokens (harmless if it held nothing);
+        ``error`` is what the pool reported, if it did."""
+        return release_for_child(self.task, self.id, self.request_dict, self.args, self.kwargs, why,
+                                 exit_for_child(self.id, error, shutdown))

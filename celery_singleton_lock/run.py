@@ -19,11 +19,11 @@ from . import headers, signals
 from .attempt import Attempt
 from .decisions import Decision, Fail, Ignored, Requeue, Run, Skip
 from .exceptions import ConfigurationError, LockBackendError
-from .exits import abandon, hand_over, release_after_run
+from .exits import abandon, exit_of, hand_over, release_after_run
 from .handle import ExecutionLock
 from .policy import decide
 from .requeue import requeue
-from .store import STORE_ERRORS, Conflict, Lease, error_text, permanent_problem, redact
+from .store import STORE_ERRORS, Conflict, Lease, error_text, redact
 
 __all__ = ["run_guarded", "HANDLE_ATTR"]
 
@@ -85,19 +85,24 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
     handle = ExecutionLock(attempt.key, attempt.token, attempt.ask_fence, attempt.task.name, attempt.request.id,
                            lease)
     lease.context = handle
+    ended: Optional[BaseException] = None
     try:  # from here on, whatever happens, the lock is let go of
         runtime.renewer.hold(lease)
         setattr(attempt.request, HANDLE_ATTR, handle)
-        signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle)
+        signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle,
+                                   acquire_seconds=time.monotonic() - started)
         return body()
+    except BaseException as exc:
+        ended = exc
+        raise
     finally:
         setattr(attempt.request, HANDLE_ATTR, None)
         if handle.hand_over_ms is not None:
             # self.retry() under queued_or_running: the lock goes to the retry's message.
-            hand_over(runtime, lease, handle.hand_over_ms)
+            hand_over(runtime, lease, handle.hand_over_ms, attempt.task, attempt.request.id)
         else:
             release_after_run(runtime, lease, attempt.task, attempt.request.id,
-                              attempt.completion(time.monotonic() - started))
+                              attempt.completion(time.monotonic() - started), exit_of(ended))
 
 
 def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any],
@@ -105,7 +110,7 @@ def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[st
     """The store did not grant or refuse the lock: an outage follows ``on_lock_error``; a misconfigured
     lock store fails the task with :class:`ConfigurationError`, whatever ``on_lock_error`` says."""
     task, task_id, policy = attempt.task.name, attempt.request.id, attempt.options.on_lock_error
-    problem = permanent_problem(exc, step)
+    problem = attempt.store_failed(exc, step)
     if problem is not None:
         _misconfigured(attempt, exc, problem)
     logger.error("singleton lock: %s[%s]: Redis unavailable while taking lock %s (%s); on_lock_error=%s",

@@ -16,6 +16,7 @@ from typing import Any, Optional, Tuple, Union
 from . import signals
 from .childwatch import ChildWatch
 from .exceptions import ConfigurationError
+from .metrics import enable_metrics
 from .settings import AppSettings, broker_url, resolve_settings
 from .store import (STORE_ERRORS, KeyLayout, Lease, LockBackend, ProbeFailed, Renewer, error_text, open_store,
                     permanent_problem, probe_store, redact)
@@ -44,6 +45,7 @@ class LockRuntime:
         #: delivery may still run (Redis, SQS); ``None`` for brokers that redeliver only when the
         #: consumer's connection is lost (AMQP).
         self.visibility_timeout = _visibility_timeout(app.conf)
+        enable_metrics(app)  # counted from the signals, when the app's settings ask for metrics
 
     @property
     def child_watch(self) -> ChildWatch:

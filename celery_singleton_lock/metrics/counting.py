@@ -1,0 +1,72 @@
+"""Receivers on the library's signals that count into the sender's app's metrics.
+
+Connected once (``weak=False``, a ``dispatch_uid``) when an app first turns metrics on;
+a signal from an app without metrics costs one dictionary look-up.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from celery import current_app
+
+from .. import signals
+from . import metrics_for
+
+__all__ = ["connect_counting"]
+
+
+def _metrics(sender: Any) -> Any:
+    return metrics_for(getattr(sender, "app", None) or current_app)
+
+
+def _task(sender: Any) -> str:
+    return getattr(sender, "name", None) or "unknown"
+
+
+def on_acquired(sender: Any = None, key: str = "", task_id: Optional[str] = None,
+                acquire_seconds: Optional[float] = None, **kwargs: Any) -> None:
+    metrics = _metrics(sender)
+    if metrics is not None:
+        metrics.on_acquired(_task(sender), key, task_id, acquire_seconds)
+
+
+def on_released(sender: Any = None, key: str = "", task_id: Optional[str] = None, exit: str = "success",
+                **kwargs: Any) -> None:
+    metrics = _metrics(sender)
+    if metrics is not None:
+        metrics.on_released(_task(sender), key, task_id, exit)
+
+
+def on_conflict(sender: Any = None, action: str = "skip", at: str = "run", **kwargs: Any) -> None:
+    metrics = _metrics(sender)
+    if metrics is not None:
+        metrics.on_conflict(_task(sender), action, at)
+
+
+def on_lost(sender: Any = None, **kwargs: Any) -> None:
+    metrics = _metrics(sender)
+    if metrics is not None:
+        metrics.on_lost(_task(sender))
+
+
+def on_waited(sender: Any = None, waited: float = 0.0, acquired: bool = False, **kwargs: Any) -> None:
+    metrics = _metrics(sender)
+    if metrics is not None:
+        metrics.on_waited(_task(sender), waited, acquired)
+
+
+def on_store_error(sender: Any = None, kind: str = "outage", **kwargs: Any) -> None:
+    metrics = _metrics(sender)
+    if metrics is not None:
+        metrics.on_store_error(_task(sender), kind)
+
+
+_RECEIVERS = ((signals.lock_acquired, on_acquired), (signals.lock_released, on_released),
+              (signals.lock_conflict, on_conflict), (signals.lock_lost, on_lost),
+              (signals.lock_waited, on_waited), (signals.lock_store_error, on_store_error))
+
+
+def connect_counting() -> None:
+    for signal, receiver in _RECEIVERS:
+        signal.connect(receiver, weak=False, dispatch_uid=f"celery_singleton_lock.metrics.{signal.name}")
