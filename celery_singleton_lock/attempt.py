@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple, Union
 
 from . import headers, signals
+from .outcome import record_duplicate
 from .runtime import LockRuntime, runtime_for
 from .store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, error_text, new_token,
                     permanent_problem)
@@ -161,6 +162,7 @@ class Attempt:
                     self.task.name, self.request.id, action, self.keys.lock, task_id or "?",
                     (holder.host if holder else "") or "?",
                     holder.pid if holder is not None and holder.pid is not None else "?")
+        record_duplicate(self.task, self.keys.lock, task_id, action)
         signals.lock_conflict.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
                                    holder=task_id, action=action, at="run")
 

@@ -33,6 +33,8 @@ class LockedRequest(Request):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.request_dict[headers.TOKEN] = new_token()
+        eventer = getattr(self, "_eventer", None)
+        self.request_dict[headers.EVENTS] = bool(eventer is not None and eventer.enabled and self.task.send_events)
 
     def on_accepted(self, pid: int, time_accepted: float) -> None:
         super().on_accepted(pid, time_accepted)

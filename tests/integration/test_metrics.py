@@ -76,7 +76,8 @@ def _assert_storm_counted(port):
         "tests.integration.proj.policy_wait": K_WAITED, "tests.integration.proj.storm": N_PLAIN}
 
 
-@pytest.mark.parametrize("pool, args", [("prefork", ["--max-tasks-per-child=2"]), ("threads", []), ("solo", [])])
+@pytest.mark.parametrize("pool, args", [("prefork", ["--max-tasks-per-child=2"]), ("threads", []), ("solo", []),
+                                        ("gevent", [])])
 def test_a_storm_of_known_composition_is_counted_exactly(proj, start_worker, events_redis, pool, args, monkeypatch):
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
     port = free_port()
