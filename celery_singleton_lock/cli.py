@@ -124,10 +124,12 @@ def _public(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
 
 
 def _table(records: Sequence[LockRecord]) -> str:
-    header = ("TASK", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS")
+    described = any(r.describe for r in records)  # singleton_lock_describe: the CALL column
+    header = ("TASK", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS",
+              *(("CALL",) if described else ()))
     rows = [(r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), r.state,
              r.task_id or "?", r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms),
-             _flags(r)) for r in records]
+             _flags(r), *((r.describe or "-",) if described else ())) for r in records]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in [header, *rows])
@@ -181,7 +183,9 @@ def show(ctx: click.Context, key: str, as_json: bool) -> None:
         click.echo(json.dumps(_public(record, with_token=True), indent=2))
         return
     for label, value in (
-        ("key", record.key), ("task", record.task), ("digest", record.digest), ("state", record.state),
+        ("key", record.key), ("task", record.task), ("digest", record.digest),
+        ("call", record.describe or "- (not described: app.conf.singleton_lock_describe is off)"),
+        ("state", record.state),
         ("holder task id", record.task_id or "?"), ("host", record.host or "?"), ("pid", record.pid or "?"),
         ("age", _duration(record.age_ms) + " (by the holder's clock)"),
         ("lease", _duration(record.ttl_ms)), ("ttl left", _duration(record.pttl_ms)),

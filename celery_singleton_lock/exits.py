@@ -35,6 +35,7 @@ from billiard.exceptions import Terminated, WorkerLostError
 from celery.exceptions import Ignore, Reject, Retry
 
 from . import headers, signals
+from .describe import describe_call
 from .runtime import LockRuntime, peek_runtime, runtime_for
 from .store import STORE_ERRORS, Completion, Lease, error_text
 
@@ -97,8 +98,13 @@ def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Op
         lease.lost.set()
         runtime.report_lost(lease, "found gone at release: it expired (process paused past lock_ttl?) "
                                    "or was taken over; the other holder's lock was left untouched")
-    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released, exit=exit)
+    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released, exit=exit,
+                               description=_description(lease))
     return released
+
+
+def _description(lease: Lease) -> Optional[str]:
+    return getattr(lease.context, "description", None)
 
 
 def _lost_to_a_restart(runtime: LockRuntime, lease: Lease, completion: Optional[Completion]) -> bool:
@@ -127,7 +133,8 @@ def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int, task: Any = No
         lease.lost.set()
         runtime.report_lost(lease, "found gone when handing it over to the retry: it expired (process paused "
                                    "past lock_ttl?) or was taken over")
-    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=handed, exit="retry")
+    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=handed, exit="retry",
+                               description=_description(lease))
 
 
 def abandon(runtime: LockRuntime, key: str, token: str) -> None:
@@ -167,7 +174,9 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
     if released:
         logger.info("singleton lock: %s[%s]: released %s from the worker's main process after %s",
                     task.name, task_id, keys.lock, why)
-        signals.lock_released.send(sender=task, key=keys.lock, task_id=task_id, released=True, exit=exit)
+        description = describe_call(task.singleton_lock()[1], args, kwargs) if runtime.describe else None
+        signals.lock_released.send(sender=task, key=keys.lock, task_id=task_id, released=True, exit=exit,
+                                   description=description)
     return released
 
 
@@ -212,5 +221,6 @@ def release_all(app: Any, why: str) -> None:
         handle = lease.context
         task_name = getattr(handle, "task_name", None)
         signals.lock_released.send(sender=app.tasks.get(task_name) if task_name else None, key=lease.key,
-                                   task_id=getattr(handle, "task_id", None), released=True, exit="shutdown")
+                                   task_id=getattr(handle, "task_id", None), released=True, exit="shutdown",
+                                   description=_description(lease))
     runtime.renewer.close(timeout=1.0)

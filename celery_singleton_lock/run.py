@@ -83,14 +83,14 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
     runtime, options = attempt.runtime, attempt.options
     lease = Lease(attempt.key, attempt.token, options.ttl, options.heartbeat, confirmed_at=started)
     handle = ExecutionLock(attempt.key, attempt.token, attempt.ask_fence, attempt.task.name, attempt.request.id,
-                           lease)
+                           lease, attempt.description)
     lease.context = handle
     ended: Optional[BaseException] = None
     try:  # from here on, whatever happens, the lock is let go of
         runtime.renewer.hold(lease)
         setattr(attempt.request, HANDLE_ATTR, handle)
         signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle,
-                                   acquire_seconds=time.monotonic() - started)
+                                   acquire_seconds=time.monotonic() - started, description=attempt.description)
         return body()
     except BaseException as exc:
         ended = exc

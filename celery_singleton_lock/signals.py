@@ -22,6 +22,9 @@ where the signal fires, for example in a shutdown hook).
     the store did not grant or refuse a lock: ``kind`` is ``"outage"`` (it may answer
     later; ``on_lock_error`` applies) or ``"misconfiguration"`` (it refused: the task fails).
 
+With ``app.conf.singleton_lock_describe = True`` every one of them also carries
+``description``: the call behind the lock in a few words (``account_id=42``); ``None`` otherwise.
+
 Example::
 
     from celery_singleton_lock.signals import lock_conflict
@@ -48,9 +51,11 @@ ACTIONS = ("skip", "retry", "wait", "raise", "ignore", "replace")
 #: ``lock_store_error``'s ``kind``.
 STORE_ERROR_KINDS = ("outage", "misconfiguration")
 
-lock_acquired = Signal(name="lock_acquired", providing_args={"key", "task_id", "lock", "acquire_seconds"})
-lock_conflict = Signal(name="lock_conflict", providing_args={"key", "task_id", "holder", "action", "at"})
-lock_released = Signal(name="lock_released", providing_args={"key", "task_id", "released", "exit"})
-lock_lost = Signal(name="lock_lost", providing_args={"key", "task_id", "reason", "lock"})
-lock_waited = Signal(name="lock_waited", providing_args={"key", "task_id", "holder", "waited", "acquired"})
+lock_acquired = Signal(name="lock_acquired",
+                       providing_args={"key", "task_id", "lock", "acquire_seconds", "description"})
+lock_conflict = Signal(name="lock_conflict", providing_args={"key", "task_id", "holder", "action", "at", "description"})
+lock_released = Signal(name="lock_released", providing_args={"key", "task_id", "released", "exit", "description"})
+lock_lost = Signal(name="lock_lost", providing_args={"key", "task_id", "reason", "lock", "description"})
+lock_waited = Signal(name="lock_waited",
+                     providing_args={"key", "task_id", "holder", "waited", "acquired", "description"})
 lock_store_error = Signal(name="lock_store_error", providing_args={"key", "task_id", "kind", "error"})

@@ -90,6 +90,7 @@ class LockRecord:
     stale: bool               # a running lock whose holder has stopped renewing it
     lost: bool                # its holder process is known to be gone (same host, pid not running)
     reason: str               # one sentence: why the flags are what they are
+    describe: str = ""        # the call behind the lock, when the app stores it (singleton_lock_describe)
 
     @property
     def live(self) -> bool:
@@ -152,7 +153,7 @@ def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, n
         key=key, task=task, digest=digest, kind=kind, state=state, task_id=fields.get("task_id", ""),
         host=host, pid=pid, since_ms=since_ms, age_ms=now_ms - since_ms if since_ms else None,
         ttl_ms=ttl_ms, pttl_ms=pttl_ms, heartbeat_ms=heartbeat_ms, since_renewal_ms=since_renewal,
-        token=fields["token"], stale=stale, lost=lost, reason=reason)
+        token=fields["token"], stale=stale, lost=lost, reason=reason, describe=fields.get("describe", ""))
 
 
 def _read_batch(client: Client, layout: KeyLayout, keys: List[str],

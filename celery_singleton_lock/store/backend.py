@@ -35,6 +35,9 @@ class Holder:
     pid: int
     since_ms: int
     heartbeat_ms: int
+    #: The call behind the lock, when the app stores one (``singleton_lock_describe``); written
+    #: after the task id.
+    describe: str = ""
 
 
 @dataclass(frozen=True)

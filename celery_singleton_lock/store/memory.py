@@ -77,7 +77,7 @@ class MemoryBackend:
         self._locks[key] = _Lock({"token": token, "task_id": holder.task_id,
                                   "host": holder.host, "pid": str(holder.pid), "since": str(holder.since_ms),
                                   "ttl": str(ttl_ms), "hb": str(holder.heartbeat_ms), "state": state,
-                                  "redelivered": ""},
+                                  "redelivered": "", "describe": holder.describe},
                                  self._now_ms() + ttl_ms, awaited)
         return GRANT
 

@@ -9,7 +9,8 @@ One string instead of a hash of fields, so a free lock is taken with a plain
 ``-`` or letters: ``r`` once a redelivered copy of the holder's message met the lock,
 ``w`` while a waiter asks for the release to be announced (``lua/await.lua``); ``hb``
 and ``ttl`` are ms, ``since`` ms since the epoch (the holder's clock). The task id comes
-last because it is the one field that may contain spaces. The scripts read only the
+last because it is the one field that may contain spaces; when the app describes its
+calls (``singleton_lock_describe``) a tab and the description follow it. The scripts read only the
 first three fields (``^(%S+) (%S+) (%S+)``) and the task id; a lock a renewal took back
 after a restart carries its first five fields only.
 """
@@ -33,9 +34,14 @@ def _word(value: Any) -> str:
     return _SPACE.sub("_", str(value)) or "-"
 
 
+_TAB = re.compile(r"[\t\r\n]")
+
+
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
-    return " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
-                     str(int(holder.since_ms)), str(int(holder.pid)), _word(holder.host), holder.task_id))
+    value = " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
+                      str(int(holder.since_ms)), str(int(holder.pid)), _word(holder.host),
+                      _TAB.sub(" ", holder.task_id)))
+    return f"{value}\t{_TAB.sub(' ', holder.describe)}" if holder.describe else value
 
 
 def head(token: str, state: str) -> str:
@@ -50,6 +56,7 @@ def decode(value: Any) -> Dict[str, str]:
     parts = text.split(" ", len(FIELDS) - 1)
     fields = dict(zip(FIELDS, parts + [""] * (len(FIELDS) - len(parts))))
     fields["redelivered"] = "1" if "r" in fields.pop("flags") else ""
+    fields["task_id"], _, fields["describe"] = fields["task_id"].partition("\t")
     return fields
 
 

@@ -636,11 +636,20 @@ def holder_reports_the_lock_fields(bench: Bench) -> None:
     # Given a lock taken, then its fields are the holder's, as text
     _take(bench, keys.lock, keys.fence, _token("a"), ttl_ms=LONG_MS, task_id="task-a")
     info = _info(backend, keys.lock)
-    assert set(info) == {"token", "task_id", "host", "pid", "since", "ttl", "hb", "state", "redelivered", "pttl"}
+    assert set(info) == {"token", "task_id", "host", "pid", "since", "ttl", "hb", "state", "redelivered", "pttl",
+                         "describe"}
     assert {k: v for k, v in info.items() if k != "pttl"} == {
         "token": _token("a"), "task_id": "task-a", "host": "host-a", "pid": "4242", "redelivered": "",
-        "since": "1700000000000", "ttl": str(LONG_MS), "hb": "1000", "state": "running"}
+        "since": "1700000000000", "ttl": str(LONG_MS), "hb": "1000", "state": "running", "describe": ""}
     assert 0 < int(info["pttl"]) <= LONG_MS
     # When a redelivered copy of its message meets it, then the lock says so
     assert backend.mark_redelivered(keys.lock, "task-a") is True
     assert _info(backend, keys.lock)["redelivered"] == "1"
+    # Given a lock taken with a description of its call, then it is kept apart from the task id,
+    # also once a redelivery has met the lock
+    described = Holder(task_id="task d", host="host-a", pid=1, since_ms=1, heartbeat_ms=1_000,
+                       describe="account_id=42, note='a b'")
+    assert isinstance(backend.acquire(keys.queued, _token("d"), LONG_MS, described), Grant)
+    assert backend.mark_redelivered(keys.queued, "task d") is True
+    info = _info(backend, keys.queued)
+    assert (info["task_id"], info["describe"], info["redelivered"]) == ("task d", "account_id=42, note='a b'", "1")
