@@ -33,6 +33,7 @@ import click
 import redis
 from celery.bin.base import handle_preload_options
 
+from .cli_views import short_prefix, task_counts, watch
 from .exceptions import ConfigurationError
 from .settings import resolve_settings
 from .runtime import LockRuntime, runtime_for
@@ -136,6 +137,8 @@ def _table(records: Sequence[LockRecord]) -> str:
 
 
 def _one(runtime: LockRuntime, key: str) -> LockRecord:
+    if short_prefix(key):
+        _fail(short_prefix(key))
     found = find_locks(_client(runtime), runtime.layout, key)
     if not found:
         _fail(f"no lock named {key!r} under prefix {runtime.layout.prefix!r} (released already, or a typo?)")
@@ -156,19 +159,30 @@ def locks(ctx: click.Context) -> None:
 @locks.command(name="list")
 @click.option("--task", "task", default=None, help="Only the locks of this task name.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array, for scripts.")
+@click.option("--watch", "every", type=click.FloatRange(min=0.1), default=None, is_flag=False, flag_value=2.0,
+              help="Refresh every N seconds (2 when N is left out), like top, until Ctrl-C.")
 @click.pass_context
 @_one_line_errors
-def list_(ctx: click.Context, task: Optional[str], as_json: bool) -> None:
-    """List held locks: task, key digest, holder task id, host, pid, age, TTL left, stale/lost flags."""
+def list_(ctx: click.Context, task: Optional[str], as_json: bool, every: Optional[float]) -> None:
+    """List held locks: task, key digest, holder task id, host, pid, age, TTL left, stale/lost flags;
+    then how many each task holds."""
     runtime = _runtime(ctx)
-    records: List[LockRecord] = sorted(scan_locks(_client(runtime), runtime.layout, task),
-                                       key=lambda r: (r.task, r.since_ms or 0))
-    if as_json:
-        click.echo(json.dumps([_public(r) for r in records], indent=2))
-    elif records:
-        click.echo(_table(records))
+    if as_json and every is not None:
+        raise click.UsageError("--watch redraws the table; --json is for scripts: use one of them")
+
+    def render() -> str:
+        records: List[LockRecord] = sorted(scan_locks(_client(runtime), runtime.layout, task),
+                                           key=lambda r: (r.task, r.since_ms or 0))
+        if as_json:
+            return json.dumps([_public(r) for r in records], indent=2)
+        if records:
+            return f"{_table(records)}\n\n{task_counts(records)}"
+        return f"no locks held under prefix {runtime.layout.prefix!r}" + (f" for task {task}" if task else "")
+
+    if every is None:
+        click.echo(render())
     else:
-        click.echo(f"no locks held under prefix {runtime.layout.prefix!r}" + (f" for task {task}" if task else ""))
+        watch(render, every, click.echo)
 
 
 @locks.command()

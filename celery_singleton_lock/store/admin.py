@@ -31,10 +31,12 @@ from .keys import KeyLayout
 from . import record as lock_value
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
-           "STALE_HEARTBEATS"]
+           "STALE_HEARTBEATS", "MIN_PREFIX"]
 
 #: A running lock not renewed for this many heartbeat periods has a holder that stopped renewing.
 STALE_HEARTBEATS = 1.5
+#: The fewest digest characters that name a lock (as git abbreviates, but never fewer).
+MIN_PREFIX = 4
 
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
@@ -208,7 +210,7 @@ def find_locks(client: Client, layout: KeyLayout, name: str) -> List[LockRecord]
     if split_key(layout, name) is not None:
         record = read_lock(client, layout, name)
         return [record] if record else []
-    if not re.fullmatch(r"[0-9a-f]{4,32}(:queued)?", name):
+    if not re.fullmatch(r"[0-9a-f]{%d,32}(:queued)?" % MIN_PREFIX, name):
         return []
     queued = name.endswith(":queued")
     stem = name[: -len(":queued")] if queued else name
