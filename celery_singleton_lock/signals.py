@@ -36,10 +36,44 @@ Example::
 
 from __future__ import annotations
 
+import logging
+from typing import Any, Callable, List, Tuple
+
 from celery.utils.dispatch import Signal
 
+logger = logging.getLogger("celery_singleton_lock")
+
+
+class LockSignal(Signal):
+    """A Celery signal whose library-side observers (the metrics extra) are told first, directly.
+
+    Celery's dispatch costs about a microsecond per receiver and signal, paid on every task; an
+    observer is called with ``(sender, **arguments)`` for a fraction of that. Receivers connected
+    the usual way are served exactly as by any Celery signal.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.observers: Tuple[Callable[..., None], ...] = ()
+
+    def observe(self, observer: Callable[..., None]) -> None:
+        if observer not in self.observers:
+            self.observers = (*self.observers, observer)
+
+    def unobserve(self, observer: Callable[..., None]) -> None:
+        self.observers = tuple(o for o in self.observers if o is not observer)
+
+    def send(self, sender: Any, **named: Any) -> List[Tuple[Any, Any]]:
+        for observer in self.observers:
+            try:
+                observer(sender, **named)
+            except Exception:  # an observer must not change what the task does
+                logger.exception("singleton lock: observer %r of %s failed", observer, self.name)
+        return super().send(sender, **named) if self.receivers else []
+
+
 __all__ = ["lock_acquired", "lock_conflict", "lock_released", "lock_lost", "lock_waited", "lock_store_error",
-           "EXITS", "ACTIONS", "STORE_ERROR_KINDS"]
+           "EXITS", "ACTIONS", "STORE_ERROR_KINDS", "LockSignal"]
 
 #: How an execution let go of its lock (``lock_released``'s ``exit``): the body returned, raised,
 #: called ``self.retry()``, or raised Celery's ``Ignore``/``Reject``; it was revoked with
@@ -51,11 +85,11 @@ ACTIONS = ("skip", "retry", "wait", "raise", "ignore", "replace")
 #: ``lock_store_error``'s ``kind``.
 STORE_ERROR_KINDS = ("outage", "misconfiguration")
 
-lock_acquired = Signal(name="lock_acquired",
+lock_acquired = LockSignal(name="lock_acquired",
                        providing_args={"key", "task_id", "lock", "acquire_seconds", "description"})
-lock_conflict = Signal(name="lock_conflict", providing_args={"key", "task_id", "holder", "action", "at", "description"})
-lock_released = Signal(name="lock_released", providing_args={"key", "task_id", "released", "exit", "description"})
-lock_lost = Signal(name="lock_lost", providing_args={"key", "task_id", "reason", "lock", "description"})
-lock_waited = Signal(name="lock_waited",
+lock_conflict = LockSignal(name="lock_conflict", providing_args={"key", "task_id", "holder", "action", "at", "description"})
+lock_released = LockSignal(name="lock_released", providing_args={"key", "task_id", "released", "exit", "description"})
+lock_lost = LockSignal(name="lock_lost", providing_args={"key", "task_id", "reason", "lock", "description"})
+lock_waited = LockSignal(name="lock_waited",
                      providing_args={"key", "task_id", "holder", "waited", "acquired", "description"})
-lock_store_error = Signal(name="lock_store_error", providing_args={"key", "task_id", "kind", "error"})
+lock_store_error = LockSignal(name="lock_store_error", providing_args={"key", "task_id", "kind", "error"})

@@ -1,7 +1,8 @@
-"""Receivers on the library's signals that count into the sender's app's metrics.
+"""Observers of the library's signals that count into the sender's app's metrics.
 
-Connected once (``weak=False``, a ``dispatch_uid``) when an app first turns metrics on;
-a signal from an app without metrics costs one dictionary look-up.
+Attached once to each signal (:meth:`~..signals.LockSignal.observe`: called directly, ahead
+of Celery's dispatch, which would cost more than the counting) when an app first turns
+metrics on; a signal from an app without metrics then costs one dictionary look-up.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from celery import current_app
 from .. import signals
 from . import metrics_for
 
-__all__ = ["connect_counting"]
+__all__ = ["connect_counting", "disconnect_counting"]
 
 
 def _metrics(sender: Any) -> Any:
-    return metrics_for(getattr(sender, "app", None) or current_app)
+    # A task's bound app (``Task.app`` would check the binding again on every call).
+    return metrics_for(getattr(sender, "_app", None) or current_app)
 
 
 def _task(sender: Any) -> str:
@@ -62,11 +64,17 @@ def on_store_error(sender: Any = None, kind: str = "outage", **kwargs: Any) -> N
         metrics.on_store_error(_task(sender), kind)
 
 
-_RECEIVERS = ((signals.lock_acquired, on_acquired), (signals.lock_released, on_released),
+_OBSERVERS = ((signals.lock_acquired, on_acquired), (signals.lock_released, on_released),
               (signals.lock_conflict, on_conflict), (signals.lock_lost, on_lost),
               (signals.lock_waited, on_waited), (signals.lock_store_error, on_store_error))
 
 
 def connect_counting() -> None:
-    for signal, receiver in _RECEIVERS:
-        signal.connect(receiver, weak=False, dispatch_uid=f"celery_singleton_lock.metrics.{signal.name}")
+    for signal, observer in _OBSERVERS:
+        signal.observe(observer)
+
+
+def disconnect_counting() -> None:
+    """Stop counting in this process (the benchmark's metrics-off rounds)."""
+    for signal, observer in _OBSERVERS:
+        signal.unobserve(observer)

@@ -8,8 +8,8 @@ process's values to files that the worker's main process aggregates (see :mod:`.
 from __future__ import annotations
 
 import os
-import threading
 import time
+import weakref
 from typing import Any, Dict, Optional, Tuple
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -39,6 +39,24 @@ _HELD_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 _ACQUIRE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
+class _TaskSeries:
+    """One task's labelled series, looked up once: ``labels()`` costs more than the increment."""
+
+    __slots__ = ("acquired", "acquire", "held", "held_seconds", "lost", "by_exit", "by_outcome", "by_wait",
+                 "by_kind")
+
+    def __init__(self, metrics: "LockMetrics", task: str) -> None:
+        self.acquired = metrics.acquired.labels(task)
+        self.acquire = metrics.acquire.labels(task)
+        self.held = metrics.held.labels(task)
+        self.held_seconds = metrics.held_seconds.labels(task)
+        self.lost = metrics.lost.labels(task)
+        self.by_exit: Dict[str, Any] = {}
+        self.by_outcome: Dict[Tuple[str, str], Any] = {}
+        self.by_wait: Dict[bool, Any] = {}
+        self.by_kind: Dict[str, Any] = {}
+
+
 class LockMetrics:
     """The metric objects, and one method per lock event.
 
@@ -64,39 +82,66 @@ class LockMetrics:
         self.acquire = Histogram("singleton_lock_acquire_seconds", "How long the granted ask for a lock took",
                                  ["task"], buckets=_ACQUIRE_BUCKETS, **kw)
         self.held = Gauge("singleton_lock_held", "Locks held now", ["task"], multiprocess_mode="livesum", **kw)
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-        self._holding: Dict[Tuple[str, Optional[str]], Tuple[str, float]] = {}
+        self._tasks: Dict[str, _TaskSeries] = {}
+        #: (key, task id) -> (its series, when it was taken): the locks this process holds.
+        self._holding: Dict[Tuple[str, Optional[str]], Tuple[_TaskSeries, float]] = {}
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forget_holds(ref))
 
-    def _holds(self) -> Dict[Tuple[str, Optional[str]], Tuple[str, float]]:
-        if self._pid != os.getpid():  # forked: the parent's holds are not this process's
-            self._pid, self._holding = os.getpid(), {}
-        return self._holding
+    def _series(self, task: str) -> _TaskSeries:
+        series = self._tasks.get(task)
+        if series is None:
+            series = self._tasks.setdefault(task, _TaskSeries(self, task))
+        return series
 
     def on_acquired(self, task: str, key: str, task_id: Optional[str], acquire_seconds: Optional[float]) -> None:
-        self.acquired.labels(task).inc()
+        series = self._series(task)
+        series.acquired.inc()
         if acquire_seconds is not None:
-            self.acquire.labels(task).observe(acquire_seconds)
-        with self._lock:
-            self._holds()[(key, task_id)] = (task, time.monotonic())
-        self.held.labels(task).inc()
+            series.acquire.observe(acquire_seconds)
+        self._holding[(key, task_id)] = (series, time.monotonic())
+        series.held.inc()
 
     def on_released(self, task: str, key: str, task_id: Optional[str], exit: str) -> None:
-        self.released.labels(task, exit).inc()
-        with self._lock:
-            held = self._holds().pop((key, task_id), None)
+        series = self._series(task)
+        counter = series.by_exit.get(exit)
+        if counter is None:
+            counter = series.by_exit.setdefault(exit, self.released.labels(task, exit))
+        counter.inc()
+        held = self._holding.pop((key, task_id), None)
         if held is not None:
-            self.held.labels(held[0]).dec()
-            self.held_seconds.labels(held[0]).observe(time.monotonic() - held[1])
+            held[0].held.dec()
+            held[0].held_seconds.observe(time.monotonic() - held[1])
 
     def on_conflict(self, task: str, action: str, at: str) -> None:
-        self.duplicates.labels(task, OUTCOMES.get(action, action), at).inc()
+        series = self._series(task)
+        counter = series.by_outcome.get((action, at))
+        if counter is None:
+            counter = series.by_outcome.setdefault(
+                (action, at), self.duplicates.labels(task, OUTCOMES.get(action, action), at))
+        counter.inc()
 
     def on_lost(self, task: str) -> None:
-        self.lost.labels(task).inc()
+        self._series(task).lost.inc()
 
     def on_waited(self, task: str, waited: float, acquired: bool) -> None:
-        self.wait.labels(task, "acquired" if acquired else "timed_out").observe(waited)
+        series = self._series(task)
+        histogram = series.by_wait.get(acquired)
+        if histogram is None:
+            histogram = series.by_wait.setdefault(
+                acquired, self.wait.labels(task, "acquired" if acquired else "timed_out"))
+        histogram.observe(waited)
 
     def on_store_error(self, task: str, kind: str) -> None:
-        self.store_errors.labels(task, kind).inc()
+        series = self._series(task)
+        counter = series.by_kind.get(kind)
+        if counter is None:
+            counter = series.by_kind.setdefault(kind, self.store_errors.labels(task, kind))
+        counter.inc()
+
+
+def _forget_holds(ref: "weakref.ReferenceType[LockMetrics]") -> None:
+    """After a fork: the parent's holds are not the child's."""
+    metrics = ref()
+    if metrics is not None:
+        metrics._holding = {}
