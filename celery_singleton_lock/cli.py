@@ -140,6 +140,8 @@ def _one(runtime: LockRuntime, key: str) -> LockRecord:
     if short_prefix(key):
         _fail(short_prefix(key))
     found = find_locks(_client(runtime), runtime.layout, key)
+    if not found and key.startswith(f"{runtime.layout.prefix}:{{"):
+        _fail(f"no lock held at {key}: it was released, or it expired (the store keeps no record of when)")
     if not found:
         _fail(f"no lock named {key!r} under prefix {runtime.layout.prefix!r} (released already, or a typo?)")
     if len(found) > 1:
