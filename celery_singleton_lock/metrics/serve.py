@@ -22,22 +22,14 @@ from typing import Any, Iterator, Optional, Tuple
 from prometheus_client import CollectorRegistry, start_http_server, values
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from ..store import pid_running
+
 __all__ = ["WorkerServer"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
 _ENV = "PROMETHEUS_MULTIPROC_DIR"
 _LIVE_FILE = re.compile(r"gauge_live\w*_(\d+)\.db$")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _Aggregate:
@@ -50,7 +42,7 @@ class _Aggregate:
     def collect(self) -> Iterator[Any]:
         for name in glob.glob(os.path.join(self.path, "gauge_live*_*.db")):
             found = _LIVE_FILE.search(name)
-            if found and not _alive(int(found.group(1))):
+            if found and not pid_running(int(found.group(1))):
                 mark_process_dead(int(found.group(1)), self.path)
         return iter(self._inner.collect())
 

@@ -6,7 +6,8 @@ benchmarked on its own. The Celery layer uses only the names exported here.
 
 from .backend import (GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, LockBackend, NotOurs, Outcome, ReleaseEvents,
                       new_token)
-from .admin import MIN_PREFIX, ClearResult, LockRecord, clear_lock, find_locks, read_lock, scan_locks
+from .admin import (MIN_PREFIX, ClearResult, LockRecord, clear_lock, find_locks, pid_running, read_lock,
+                    scan_locks)
 from .connect import connect, open_store, redact
 from .errors import STORE_ERRORS, error_text, is_permanent, permanent_problem
 from .heartbeat import Renewer
@@ -18,7 +19,7 @@ from . import record
 from .redis_backend import RedisBackend
 from .start_gate import WINDOW_S as START_WINDOW_S, RestartWait
 
-__all__ = ["MIN_PREFIX", "LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
+__all__ = ["MIN_PREFIX", "pid_running", "LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
            "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "MemoryBackend", "KeyLayout",
            "LockKeys", "DEFAULT_PREFIX",
            "Lease", "Renewer", "connect", "open_store", "redact", "STORE_ERRORS", "error_text", "is_permanent",

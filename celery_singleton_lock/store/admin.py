@@ -31,7 +31,7 @@ from .keys import KeyLayout
 from . import record as lock_value
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
-           "STALE_HEARTBEATS", "MIN_PREFIX"]
+           "STALE_HEARTBEATS", "MIN_PREFIX", "pid_running"]
 
 #: A running lock not renewed for this many heartbeat periods has a holder that stopped renewing.
 STALE_HEARTBEATS = 1.5
@@ -103,7 +103,8 @@ class LockRecord:
         return asdict(self)
 
 
-def _pid_running(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one we may not signal counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -124,7 +125,7 @@ def _judge(state: str, ttl_ms: Optional[int], pttl_ms: int, heartbeat_ms: Option
     since_renewal = ttl_ms - pttl_ms if ttl_ms is not None else None
     overdue = since_renewal is not None and bool(heartbeat_ms) and \
         since_renewal > STALE_HEARTBEATS * heartbeat_ms  # type: ignore[operator]
-    if pid and host == local_host and not _pid_running(pid):
+    if pid and host == local_host and not pid_running(pid):
         return since_renewal, overdue, True, (
             f"its holder pid {pid} is not running on this host ({host}); it expires in {pttl_ms / 1000:.1f}s")
     if since_renewal is None or not heartbeat_ms:
