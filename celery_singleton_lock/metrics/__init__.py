@@ -17,6 +17,7 @@ The names are :data:`~.instruments.METRIC_NAMES`; docs/observability.md describe
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, Dict, Optional, Tuple
 
 from ..exceptions import ConfigurationError
@@ -30,9 +31,11 @@ REGISTRY_SETTING = "singleton_lock_metrics_registry"
 _ATTR = "_singleton_lock_metrics"
 _SERVER_ATTR = "_singleton_lock_metrics_server"
 _CREATE = threading.Lock()
-#: Metric objects are per process and per registry (``None``: the multiprocess files): two apps
-#: naming the same registry count into the same series.
-_BY_REGISTRY: Dict[Any, Any] = {}
+#: Metric objects are per process and per registry: two apps naming the same registry count into
+#: the same series (a registry dropped takes its metrics with it).
+_BY_REGISTRY: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+#: The metrics a served worker writes to its multiprocess files (registered in no registry).
+_UNREGISTERED: Dict[None, Any] = {}
 
 
 def metrics_address(conf: Any) -> Optional[Tuple[str, int]]:
@@ -83,9 +86,10 @@ def metrics_for(app: Any) -> Any:
         else:
             from .instruments import LockMetrics
 
-            metrics = _BY_REGISTRY.get(registry)
+            shared: Any = _UNREGISTERED if registry is None else _BY_REGISTRY
+            metrics = shared.get(registry)
             if metrics is None:
-                metrics = _BY_REGISTRY[registry] = LockMetrics(registry)
+                metrics = shared[registry] = LockMetrics(registry)
         setattr(app, _ATTR, metrics)
     return metrics
 
