@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import pytest
+import redis
 from celery import Celery
 from prometheus_client import CollectorRegistry
 
@@ -83,3 +84,36 @@ def test_a_wrong_combination_is_refused(conf: dict, says: str) -> None:
 
 def test_metrics_are_off_unless_asked_for() -> None:
     assert metrics_for(Celery("metrics_off", set_as_current=False)) is None
+
+
+class _Refusing(MemoryBackend):
+    """An in-memory store that answers every ask for a lock with ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+    def acquire(self, *args, **kwargs):  # type: ignore[override]
+        raise self.error
+
+
+@pytest.mark.parametrize("error, kind", [
+    (redis.ConnectionError("Connection refused"), "outage"),
+    (redis.ResponseError("NOPERM this user has no permissions to run the 'set' command"), "misconfiguration"),
+])
+def test_a_store_error_is_counted_by_kind(registry: CollectorRegistry, error: BaseException, kind: str) -> None:
+    app = Celery("metrics_store_errors", set_as_current=False)
+    app.conf.update(singleton_lock_backend=_Refusing(error), singleton_lock_metrics_registry=registry)
+
+    @app.task(base=LockedTask, name="t.refused", on_lock_error="raise")
+    def refused():
+        return "ran"
+
+    try:
+        assert refused.apply().failed()
+    finally:
+        runtime = peek_runtime(app)
+        if runtime is not None:
+            runtime.close()
+    assert _value(registry, "singleton_lock_store_errors_total", task="t.refused", kind=kind) == 1
+    assert _value(registry, "singleton_lock_acquired_total", task="t.refused") == 0
