@@ -41,12 +41,12 @@ def _value(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 
 def test_a_run_a_duplicate_and_a_failure_are_counted(app: Celery, registry: CollectorRegistry) -> None:
-    @app.task(base=LockedTask, bind=True, name="t.nest", lock_key=("key",))
+    @app.task(base=LockedTask, bind=True, name="t.nest", lock_key=("key",), shared=False)
     def nest(self, key, inner=False):
         # A second call of the same key while this one holds it: a duplicate, skipped.
         return None if inner else self.apply(args=(key,), kwargs={"inner": True}).get()
 
-    @app.task(base=LockedTask, name="t.boom")
+    @app.task(base=LockedTask, name="t.boom", shared=False)
     def boom(key):
         raise ValueError(key)
 
@@ -105,7 +105,7 @@ def test_a_store_error_is_counted_by_kind(registry: CollectorRegistry, error: Ba
     app = Celery("metrics_store_errors", set_as_current=False)
     app.conf.update(singleton_lock_backend=_Refusing(error), singleton_lock_metrics_registry=registry)
 
-    @app.task(base=LockedTask, name="t.refused", on_lock_error="raise")
+    @app.task(base=LockedTask, name="t.refused", on_lock_error="raise", shared=False)
     def refused():
         return "ran"
 
