@@ -31,7 +31,7 @@ import logging
 from typing import Any, Optional
 
 from billiard import common as billiard_common
-from billiard.exceptions import Terminated, WorkerLostError
+from billiard.exceptions import Terminated
 from celery.exceptions import Ignore, Reject, Retry
 
 from . import headers, signals
@@ -67,17 +67,15 @@ def _terminated_by_pool() -> bool:
 
 def exit_for_child(task_id: Optional[str], error: Any = None, shutdown: bool = False) -> str:
     """How a pool child's execution ended, as the worker's main process sees it: revoked (with
-    ``terminate=True``, whichever report of the child's death comes first), the worker shutting
-    down, a failure (the hard time limit, the body's own error), or the child's death."""
+    ``terminate=True``), the worker shutting down, or else the child's death (killed, lost, or
+    killed by the pool at the hard time limit), whichever report of it comes first."""
     from celery.worker import state
 
     if shutdown:
         return "shutdown"
     if isinstance(error, Terminated) or (task_id is not None and task_id in state.revoked):
         return "revoke"
-    if error is None or isinstance(error, WorkerLostError):
-        return "child_death"
-    return "failure"
+    return "child_death"
 
 
 def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str],

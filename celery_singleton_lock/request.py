@@ -52,7 +52,7 @@ class LockedRequest(Request):
         super().on_timeout(soft, timeout)
         if not soft:
             self._unwatch()
-            self.release_for_child("hard time limit", TimeLimitExceeded(timeout))
+            self.release_for_child("hard time limit")
 
     def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False) -> Any:
         self._unwatch()
