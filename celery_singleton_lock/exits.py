@@ -13,7 +13,9 @@ asked for the lock but interrupted        the pool child          :func:`abandon
 a duplicate that will not run             the pool child          :meth:`.Attempt.give_up_queue_slot`
 (frees its ``queued`` slot)
 revoke with ``terminate=True``, hard      the worker's main       :func:`release_for_child` (run lock and
-time limit, pool child killed or lost     process (the request)   enqueue lock, by the request's tokens)
+time limit, pool child killed or lost     process (the request)   enqueue lock, by the request's tokens;
+                                                                  the child, whose TERM handler raised in
+                                                                  the body, leaves it to the main process)
 revoked before it started (queued or      the worker's main       :func:`release_enqueue_lock`
 waiting for its ETA in the worker)        process (signal/hook)
 worker shutdown, pool process exit        the process itself      :func:`release_all` (everything it holds)
@@ -44,6 +46,10 @@ __all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "re
 
 logger = logging.getLogger("celery_singleton_lock")
 
+#: :func:`exit_of` for a pool process its main process terminates mid-task: the main process
+#: releases by the request's token, and names the exit (it knows why it terminated it).
+TERMINATED = "terminated"
+
 
 def exit_of(error: Optional[BaseException]) -> str:
     """How a body that raised ``error`` (``None``: it returned) ended, as ``lock_released`` names it."""
@@ -54,9 +60,9 @@ def exit_of(error: Optional[BaseException]) -> str:
     if isinstance(error, (Ignore, Reject)):
         return "ignore"
     if isinstance(error, (SystemExit, KeyboardInterrupt)):
-        # A pool process exits mid-task when its main process terminates the task: revoke with
-        # terminate=True (the pool's own TERM handler raised it; a cold shutdown does the same).
-        return "revoke" if _terminated_by_pool() else "shutdown"
+        # The pool's own TERM handler raised it: the main process is ending this pool process
+        # mid-task (revoke with terminate=True, the hard time limit, a cold shutdown).
+        return TERMINATED if _terminated_by_pool() else "shutdown"
     return "failure"
 
 
@@ -82,6 +88,8 @@ def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Op
                       completion: Optional[Completion] = None, exit: str = "success") -> bool:
     """Stop renewing, compare-and-delete by token, and report what Redis answered."""
     runtime.renewer.drop(lease)
+    if exit == TERMINATED:
+        return False  # the main process releases it (release_for_child), and says why
     try:
         released = runtime.store.release(lease.key, lease.token, completion)
     except STORE_ERRORS as exc:

@@ -4,8 +4,8 @@ Given a worker serving ``singleton_lock_metrics_port`` (prefork with ``--max-tas
 so pool processes are replaced mid-storm; threads; solo), and locks held by the test process
 itself (eager runs in threads), when the worker meets M skipped, J raised and K waiting
 duplicates and N plain runs, then the scraped counters equal exactly those numbers, the
-held gauge is back at zero, and (prefork) a revoke-terminate and a killed pool process each
-show up once under their exit.
+held gauge is back at zero, and (prefork) a revoke-terminate, a killed pool process and one killed
+at its hard time limit each show up once under their exit.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_a_storm_of_known_composition_is_counted_exactly(proj, start_worker, eve
             "pool processes were replaced during the storm"
 
 
-def test_a_revoke_terminate_and_a_killed_child_each_show_up_once_under_their_exit(proj, start_worker, events_redis):
+def test_a_revoke_terminate_a_killed_child_and_a_hard_time_limit_each_show_up_once_under_their_exit(proj, start_worker, events_redis):
     port = free_port()
     start_worker(pool="prefork", concurrency=2, app=APP, env={"CSL_METRICS_PORT": f"127.0.0.1:{port}"})
     revoked = proj.long_running.delay("m-revoke")
@@ -107,5 +107,12 @@ def test_a_revoke_terminate_and_a_killed_child_each_show_up_once_under_their_exi
                             and s.value("singleton_lock_held") == 0 else None)(scrape(port)),
                    10, what="the killed child's release to be counted and its held lock to go")
     assert got.by("singleton_lock_released_total", "exit") == {"revoke": 1, "child_death": 1}
-    assert got.value("singleton_lock_acquired_total") == 2
+
+    proj.hard_limited.delay("m-limit")  # time_limit=1.5: the pool kills the process
+    wait_started(events_redis, 3)
+    got = wait_for(lambda: (lambda s: s if s.value("singleton_lock_released_total", exit="child_death") == 2
+                            and s.value("singleton_lock_held") == 0 else None)(scrape(port)),
+                   10, what="the release at the hard time limit to be counted")
+    assert got.by("singleton_lock_released_total", "exit") == {"revoke": 1, "child_death": 2}
+    assert got.value("singleton_lock_acquired_total") == 3
     assert got.value("singleton_lock_lost_total") == 0
