@@ -34,10 +34,10 @@ def on_acquired(sender: Any = None, key: str = "", task_id: Optional[str] = None
 
 
 def on_released(sender: Any = None, key: str = "", task_id: Optional[str] = None, exit: str = "success",
-                **kwargs: Any) -> None:
+                released: bool = True, **kwargs: Any) -> None:
     metrics = _metrics(sender)
     if metrics is not None:
-        metrics.on_released(_task(sender), key, task_id, exit)
+        metrics.on_released(_task(sender), key, task_id, exit, released)
 
 
 def on_conflict(sender: Any = None, action: str = "skip", at: str = "run", **kwargs: Any) -> None:

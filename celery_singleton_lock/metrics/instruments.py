@@ -102,12 +102,14 @@ class LockMetrics:
         self._holding[(key, task_id)] = (series, time.monotonic())
         series.held.inc()
 
-    def on_released(self, task: str, key: str, task_id: Optional[str], exit: str) -> None:
+    def on_released(self, task: str, key: str, task_id: Optional[str], exit: str, released: bool = True) -> None:
+        """A holder let go; a lock that was no longer its own is no release (``on_lost`` counts it)."""
         series = self._series(task)
-        counter = series.by_exit.get(exit)
-        if counter is None:
-            counter = series.by_exit.setdefault(exit, self.released.labels(task, exit))
-        counter.inc()
+        if released:
+            counter = series.by_exit.get(exit)
+            if counter is None:
+                counter = series.by_exit.setdefault(exit, self.released.labels(task, exit))
+            counter.inc()
         held = self._holding.pop((key, task_id), None)
         if held is not None:
             held[0].held.dec()
