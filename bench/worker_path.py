@@ -6,7 +6,9 @@ distinct arguments. No broker, pool or publisher competes, so the figures are th
 worker-side price of each lock alone: for ``LockedTask`` its acquire and release, for
 celery-once and celery-singleton the one delete they make in the worker (they take their
 lock in ``apply_async``, in the publisher). A ``LockedTask`` on the in-memory backend
-separates the Celery layer's own work from the store's round trips.
+separates the Celery layer's own work from the store's round trips; the same with the
+metrics extra on (its own registry; the counting connected for its rounds only) prices the
+metrics, free of the round trips' noise, against the lock's own worker time.
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ from celery_singleton_lock.store import new_token
 
 from .stats import Series, interleave
 
-__all__ = ["run_worker_path", "BASELINE", "IN_MEMORY"]
+__all__ = ["run_worker_path", "BASELINE", "IN_MEMORY", "LOCKED", "METRICS_ON", "metrics_share"]
 
 BASELINE = "plain task"
+LOCKED = "LockedTask running"
 IN_MEMORY = "LockedTask running, in-memory backend"
+METRICS_ON = "LockedTask running, in-memory backend, metrics on"
+
+Hooks = Dict[str, Tuple[Callable[[], None], Callable[[], None]]]
 
 
 def _requests(run: str, count: int) -> List[Tuple[str, tuple, dict, dict]]:
@@ -39,27 +45,45 @@ def _requests(run: str, count: int) -> List[Tuple[str, tuple, dict, dict]]:
     return out
 
 
-def _measure(tracers: Dict[str, Callable[..., object]], count: int, rounds: int) -> Tuple[Series, Series]:
+def _measure(tracers: Dict[str, Callable[..., object]], count: int, rounds: int,
+             hooks: Hooks) -> Tuple[Series, Series]:
     wall, cpu = Series.declared(list(tracers)), Series.declared(list(tracers))
     for r, label in interleave(list(tracers), rounds):
         calls = _requests(f"path-{r}-{uuid.uuid4().hex[:6]}", count)
+        enter, leave = hooks.get(label, (_nothing, _nothing))
+        enter()
         cpu_before, wall_before = time.process_time(), time.perf_counter()
         for task_id, args, kwargs, request in calls:
             tracers[label](task_id, args, kwargs, request)
         wall.add(label, (time.perf_counter() - wall_before) / count * 1e6)
         cpu.add(label, (time.process_time() - cpu_before) / count * 1e6)
+        leave()
     return wall, cpu
 
 
-def _memory_task(app_class: type) -> object:
+def _nothing() -> None:
+    pass
+
+
+def metrics_share(wall: Series) -> Tuple[float, float, float]:
+    """(µs the metrics add to the in-memory ``LockedTask``, µs the lock adds over a plain task, the
+    first as % of the second): medians of the differences within each round."""
+    from .stats import Summary
+
+    extra = Summary.of([m - lk for m, lk in zip(wall.rounds[METRICS_ON], wall.rounds[IN_MEMORY])]).median
+    lock = Summary.of([lk - b for lk, b in zip(wall.rounds[LOCKED], wall.rounds[BASELINE])]).median
+    return extra, lock, 100.0 * extra / lock if lock > 0 else float("nan")
+
+
+def _memory_task(app_class: type, name: str = "memory", **settings: object) -> object:
     """A ``LockedTask`` like ``bench.locked_running``, in an app of its own on ``MemoryBackend``."""
     from celery_singleton_lock import LockedTask
     from celery_singleton_lock.store import MemoryBackend
 
-    app = app_class("bench-memory", set_as_current=False)
-    app.conf.update(singleton_lock_backend=MemoryBackend(), task_ignore_result=True)
+    app = app_class(f"bench-{name}", set_as_current=False)
+    app.conf.update(singleton_lock_backend=MemoryBackend(), task_ignore_result=True, **settings)
 
-    @app.task(name="bench.locked_memory", base=LockedTask)
+    @app.task(name=f"bench.locked_{name}", base=LockedTask)
     def locked_memory(run, i):
         return None
 
@@ -75,8 +99,15 @@ def run_worker_path(count: int, rounds: int, log: Callable[[str], None] = print)
 
     from . import app as bench_app
 
+    from prometheus_client import CollectorRegistry
+
+    from celery_singleton_lock.metrics.counting import connect_counting, disconnect_counting
+
     in_memory = _memory_task(type(bench_app.app))
-    tasks = {BASELINE: bench_app.plain, "LockedTask running": bench_app.locked_running, IN_MEMORY: in_memory}
+    with_metrics = _memory_task(type(bench_app.app), "metrics", singleton_lock_metrics_registry=CollectorRegistry())
+    tasks = {BASELINE: bench_app.plain, LOCKED: bench_app.locked_running, IN_MEMORY: in_memory,
+             METRICS_ON: with_metrics}
+    hooks: Hooks = {METRICS_ON: (connect_counting, disconnect_counting)}
     if bench_app.QueueOnce is not None:
         tasks["celery-once QueueOnce"] = bench_app.once
     if bench_app.Singleton is not None:
@@ -86,12 +117,16 @@ def run_worker_path(count: int, rounds: int, log: Callable[[str], None] = print)
     # The end-to-end bench's completion record would add a round trip to every variant here.
     task_postrun.disconnect(dispatch_uid="bench.postrun")
     try:
-        _measure(tracers, max(count // 20, 1), 1)  # every path warmed up
-        wall, cpu = _measure(tracers, count, rounds)
+        _measure(tracers, max(count // 20, 1), 1, hooks)  # every path warmed up
+        disconnect_counting()  # the metrics app's first use connected them: on for its rounds only
+        wall, cpu = _measure(tracers, count, rounds, hooks)
     finally:
         task_postrun.connect(bench_app._done, weak=False, dispatch_uid="bench.postrun")
-        runtime = peek_runtime(in_memory.app)  # type: ignore[attr-defined]
-        if runtime is not None:
-            runtime.close()
-    log(f"worker path: {len(tracers)} variants x {rounds} rounds x {count} tasks done")
+        for task in (in_memory, with_metrics):
+            runtime = peek_runtime(task.app)  # type: ignore[attr-defined]
+            if runtime is not None:
+                runtime.close()
+    extra, lock, share = metrics_share(wall)
+    log(f"worker path: {len(tracers)} variants x {rounds} rounds x {count} tasks done; metrics on add "
+        f"{extra:.1f} µs per task, {share:.1f}% of the lock's own {lock:.1f} µs over a plain task")
     return {"wall": wall, "cpu": cpu}

@@ -16,7 +16,7 @@ from .censor import install_censor as _install_censor
 from .handle import ExecutionLock
 from .printable import install_log_filter as _install_log_filter
 from .receivers import connect_receivers as _connect_receivers
-from .signals import lock_acquired, lock_conflict, lock_lost, lock_released
+from .signals import lock_acquired, lock_conflict, lock_lost, lock_released, lock_store_error, lock_waited
 from .task import LockedTask
 
 __all__ = [
@@ -33,6 +33,8 @@ __all__ = [
     "lock_conflict",
     "lock_released",
     "lock_lost",
+    "lock_waited",
+    "lock_store_error",
 ]
 
 __version__ = "0.1.0"

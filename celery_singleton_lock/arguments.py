@@ -197,6 +197,12 @@ class ArgumentKey:
             values = self._deciding(*deliver(args, kwargs))
         return digest(self._encode(values))
 
+    def deciding(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Union[str, Dict[str, Any]]:
+        """What decides this call's lock: the ``lock_key`` function's string, or the bound arguments."""
+        if self._spec is not None and self._selected is None:
+            return self._call_key_function(args, kwargs)
+        return self._deciding(args, kwargs)
+
     def _deciding(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Dict[str, Any]:
         """The bound arguments that decide the lock (those ``lock_key`` names, or all)."""
         values = self.bind(args, kwargs)

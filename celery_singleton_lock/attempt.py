@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple, Union
 from celery.exceptions import Reject, Retry
 
 from . import headers, signals
+from .describe import describe_call
+from .outcome import record_duplicate
 from .runtime import LockRuntime, runtime_for
 from .store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, RestartWait, error_text, new_token,
-                    wait_for_gate)
+                    permanent_problem, wait_for_gate)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .options import LockOptions
@@ -32,7 +34,7 @@ class Attempt:
     """What one execution needs to take its lock."""
 
     __slots__ = ("task", "request", "options", "runtime", "keys", "queued_digest", "token", "enqueue_token",
-                 "after", "holder")
+                 "after", "holder", "description")
 
     def __init__(self, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         options, argument_key = task.singleton_lock()
@@ -54,8 +56,11 @@ class Attempt:
         self.keys = runtime.layout.keys(task.name, digest, options.scope, self.queued_digest)
         #: The token of the execution whose self.retry() published this message, if one did.
         self.after: Optional[str] = request.get(headers.AFTER)
+        #: The call in a few words, when the app stores it with the lock (``singleton_lock_describe``).
+        self.description = describe_call(argument_key, args, kwargs) if runtime.describe else None
         self.holder = Holder(task_id=request.id or "", host=runtime.hostname, pid=os.getpid(),
-                             since_ms=int(time.time() * 1000), heartbeat_ms=int(options.heartbeat * 1000))
+                             since_ms=int(time.time() * 1000), heartbeat_ms=int(options.heartbeat * 1000),
+                             describe=self.description or "")
 
     @property
     def key(self) -> str:
@@ -175,5 +180,21 @@ class Attempt:
                     self.task.name, self.request.id, action, self.keys.lock, task_id or "?",
                     (holder.host if holder else "") or "?",
                     holder.pid if holder is not None and holder.pid is not None else "?")
+        record_duplicate(self.task, self.keys.lock, task_id, action, self.description)
         signals.lock_conflict.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
-                                   holder=task_id, action=action, at="run")
+                                   holder=task_id, action=action, at="run", description=self.description)
+
+    def waited(self, outcome: Union[Grant, Conflict, object], began: float) -> None:
+        """Send ``lock_waited``: this duplicate stopped waiting, with the lock or without it."""
+        acquired = not isinstance(outcome, Conflict)
+        signals.lock_waited.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
+                                 holder=None if acquired else getattr(outcome, "task_id", None),
+                                 waited=time.monotonic() - began, acquired=acquired, description=self.description)
+
+    def store_failed(self, exc: BaseException, step: str) -> Optional[str]:
+        """Send ``lock_store_error`` for a store that neither granted nor refused; return what is set up
+        wrong when it refused (a misconfiguration), ``None`` for an outage."""
+        problem = permanent_problem(exc, step)
+        signals.lock_store_error.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
+                                      kind="outage" if problem is None else "misconfiguration", error=exc)
+        return problem

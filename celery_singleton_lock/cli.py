@@ -33,6 +33,7 @@ import click
 import redis
 from celery.bin.base import handle_preload_options
 
+from .cli_views import short_prefix, task_counts, watch
 from .exceptions import ConfigurationError
 from .printable import printable
 from .settings import resolve_settings
@@ -125,18 +126,25 @@ def _public(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
 
 
 def _table(records: Sequence[LockRecord]) -> str:
-    header = ("TASK", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS")
-    # A task id or a host is anyone's to choose: shown escaped, it cannot forge a row.
+    described = any(r.describe for r in records)  # singleton_lock_describe: the CALL column
+    header = ("TASK", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS",
+              *(("CALL",) if described else ()))
+    # A task id, a host or a description is anyone's to choose: shown escaped, it cannot forge a row.
     rows = [tuple(printable(cell) for cell in (
         r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), r.state, r.task_id or "?",
-        r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms), _flags(r))) for r in records]
+        r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms), _flags(r),
+        *((r.describe or "-",) if described else ()))) for r in records]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in [header, *rows])
 
 
 def _one(runtime: LockRuntime, key: str) -> LockRecord:
+    if short_prefix(key):
+        _fail(short_prefix(key))
     found = find_locks(_client(runtime), runtime.layout, key)
+    if not found and key.startswith(f"{runtime.layout.prefix}:{{"):
+        _fail(f"no lock held at {key}: it was released, or it expired (the store keeps no record of when)")
     if not found:
         _fail(f"no lock named {key!r} under prefix {runtime.layout.prefix!r} (released already, or a typo?)")
     if len(found) > 1:
@@ -156,19 +164,30 @@ def locks(ctx: click.Context) -> None:
 @locks.command(name="list")
 @click.option("--task", "task", default=None, help="Only the locks of this task name.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array, for scripts.")
+@click.option("--watch", "every", type=click.FloatRange(min=0.1), default=None, is_flag=False, flag_value=2.0,
+              help="Refresh every N seconds (2 when N is left out), like top, until Ctrl-C.")
 @click.pass_context
 @_one_line_errors
-def list_(ctx: click.Context, task: Optional[str], as_json: bool) -> None:
-    """List held locks: task, key digest, holder task id, host, pid, age, TTL left, stale/lost flags."""
+def list_(ctx: click.Context, task: Optional[str], as_json: bool, every: Optional[float]) -> None:
+    """List held locks: task, key digest, holder task id, host, pid, age, TTL left, stale/lost flags;
+    then how many each task holds."""
     runtime = _runtime(ctx)
-    records: List[LockRecord] = sorted(scan_locks(_client(runtime), runtime.layout, task),
-                                       key=lambda r: (r.task, r.since_ms or 0))
-    if as_json:
-        click.echo(json.dumps([_public(r) for r in records], indent=2))
-    elif records:
-        click.echo(_table(records))
+    if as_json and every is not None:
+        raise click.UsageError("--watch redraws the table; --json is for scripts: use one of them")
+
+    def render() -> str:
+        records: List[LockRecord] = sorted(scan_locks(_client(runtime), runtime.layout, task),
+                                           key=lambda r: (r.task, r.since_ms or 0))
+        if as_json:
+            return json.dumps([_public(r) for r in records], indent=2)
+        if records:
+            return f"{_table(records)}\n\n{task_counts(records)}"
+        return f"no locks held under prefix {runtime.layout.prefix!r}" + (f" for task {task}" if task else "")
+
+    if every is None:
+        click.echo(render())
     else:
-        click.echo(f"no locks held under prefix {runtime.layout.prefix!r}" + (f" for task {task}" if task else ""))
+        watch(render, every, click.echo)
 
 
 @locks.command()
@@ -183,7 +202,9 @@ def show(ctx: click.Context, key: str, as_json: bool) -> None:
         click.echo(json.dumps(_public(record, with_token=True), indent=2))
         return
     for label, value in (
-        ("key", record.key), ("task", record.task), ("digest", record.digest), ("state", record.state),
+        ("key", record.key), ("task", record.task), ("digest", record.digest),
+        ("call", record.describe or "- (not described: app.conf.singleton_lock_describe is off)"),
+        ("state", record.state),
         ("holder task id", record.task_id or "?"), ("host", record.host or "?"), ("pid", record.pid or "?"),
         ("age", _duration(record.age_ms) + " (by the holder's clock)"),
         ("lease", _duration(record.ttl_ms)), ("ttl left", _duration(record.pttl_ms)),

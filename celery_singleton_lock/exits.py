@@ -14,7 +14,9 @@ asked for the lock but interrupted        the pool child          :func:`abandon
 a duplicate that will not run             the pool child          :meth:`.Attempt.give_up_queue_slot`
 (frees its ``queued`` slot)
 revoke with ``terminate=True``, hard      the worker's main       :func:`release_for_child` (run lock and
-time limit, pool child killed or lost     process (the request)   enqueue lock, by the request's tokens)
+time limit, pool child killed or lost     process (the request)   enqueue lock, by the request's tokens;
+                                                                  the child, whose TERM handler raised in
+                                                                  the body, leaves it to the main process)
 revoked before it started (queued or      the worker's main       :func:`release_enqueue_lock`
 waiting for its ETA in the worker)        process (signal/hook)
 worker shutdown, pool process exit        the process itself      :func:`release_all` (everything it holds)
@@ -22,6 +24,8 @@ paused past ``lock_ttl``                  the heartbeat           nothing to rel
 ========================================  ======================  ==========================================
 
 Each function logs and carries on when the store does not answer: the TTL frees the lock later.
+Each release sends ``lock_released`` with the ``exit`` that ended the execution (:data:`.signals.EXITS`):
+:func:`exit_of` names it for the pool child, :func:`exit_for_child` for the main process.
 """
 
 from __future__ import annotations
@@ -29,19 +33,64 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Optional, Tuple
 
+from billiard import common as billiard_common
+from billiard.exceptions import Terminated
+from celery.exceptions import Ignore, Reject, Retry
+
 from . import headers, signals
+from .describe import describe_call
 from .runtime import LockRuntime, peek_runtime, runtime_for
 from .store import STORE_ERRORS, Completion, Lease, error_text
 
-__all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "release_enqueue_lock", "release_all"]
+__all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "release_enqueue_lock", "release_all",
+           "exit_of", "exit_for_child"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
+#: :func:`exit_of` for a pool process its main process terminates mid-task: the main process
+#: releases by the request's token, and names the exit (it knows why it terminated it).
+TERMINATED = "terminated"
+
+
+def exit_of(error: Optional[BaseException]) -> str:
+    """How a body that raised ``error`` (``None``: it returned) ended, as ``lock_released`` names it."""
+    if error is None:
+        return "success"
+    if isinstance(error, Retry):
+        return "retry"
+    if isinstance(error, (Ignore, Reject)):
+        return "ignore"
+    if isinstance(error, (SystemExit, KeyboardInterrupt)):
+        # The pool's own TERM handler raised it: the main process is ending this pool process
+        # mid-task (revoke with terminate=True, the hard time limit, a cold shutdown).
+        return TERMINATED if _terminated_by_pool() else "shutdown"
+    return "failure"
+
+
+def _terminated_by_pool() -> bool:
+    fired = getattr(billiard_common, "terminate_handler_fired", None)
+    return bool(fired and fired())
+
+
+def exit_for_child(task_id: Optional[str], error: Any = None, shutdown: bool = False) -> str:
+    """How a pool child's execution ended, as the worker's main process sees it: revoked (with
+    ``terminate=True``), the worker shutting down, or else the child's death (killed, lost, or
+    killed by the pool at the hard time limit), whichever report of it comes first."""
+    from celery.worker import state
+
+    if shutdown:
+        return "shutdown"
+    if isinstance(error, Terminated) or (task_id is not None and task_id in state.revoked):
+        return "revoke"
+    return "child_death"
+
 
 def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str],
-                      completion: Optional[Completion] = None) -> bool:
+                      completion: Optional[Completion] = None, exit: str = "success") -> bool:
     """Stop renewing, compare-and-delete by token, and report what Redis answered."""
     runtime.renewer.drop(lease)
+    if exit == TERMINATED:
+        return False  # the main process releases it (release_for_child), and says why
     try:
         released = runtime.store.release(lease.key, lease.token, completion)
     except STORE_ERRORS as exc:
@@ -56,8 +105,13 @@ def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Op
         lease.lost.set()
         runtime.report_lost(lease, "found gone at release: it expired (process paused past lock_ttl?) "
                                    "or was taken over; the other holder's lock was left untouched")
-    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released)
+    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released, exit=exit,
+                               description=_description(lease))
     return released
+
+
+def _description(lease: Lease) -> Optional[str]:
+    return getattr(lease.context, "description", None)
 
 
 def _lost_to_a_restart(runtime: LockRuntime, lease: Lease, completion: Optional[Completion]) -> bool:
@@ -72,7 +126,8 @@ def _lost_to_a_restart(runtime: LockRuntime, lease: Lease, completion: Optional[
         return False
 
 
-def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:
+def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int, task: Any = None,
+              task_id: Optional[str] = None) -> None:
     """Turn the lock back into an enqueue lock (same token) for the retry's delivery to adopt."""
     runtime.renewer.drop(lease)
     try:
@@ -85,6 +140,8 @@ def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int) -> None:
         lease.lost.set()
         runtime.report_lost(lease, "found gone when handing it over to the retry: it expired (process paused "
                                    "past lock_ttl?) or was taken over")
+    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=handed, exit="retry",
+                               description=_description(lease))
 
 
 def abandon(runtime: LockRuntime, key: str, token: str) -> None:
@@ -96,7 +153,8 @@ def abandon(runtime: LockRuntime, key: str, token: str) -> None:
                        "expires within lock_ttl", key, error_text(exc))
 
 
-def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: Any, why: str) -> bool:
+def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: Any, why: str,
+                      exit: str = "child_death") -> bool:
     """Release what a pool child held under the request's tokens (harmless if it held nothing).
 
     ``fields`` is the request's dict: its token, and the enqueue lock's token and digest the
@@ -123,7 +181,9 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
     if released:
         logger.info("singleton lock: %s[%s]: released %s from the worker's main process after %s",
                     task.name, task_id, keys.lock, why)
-        signals.lock_released.send(sender=task, key=keys.lock, task_id=task_id, released=True)
+        description = describe_call(task.singleton_lock()[1], args, kwargs) if runtime.describe else None
+        signals.lock_released.send(sender=task, key=keys.lock, task_id=task_id, released=True, exit=exit,
+                                   description=description)
     return released
 
 
@@ -159,11 +219,17 @@ def release_all(app: Any, why: str) -> None:
     if runtime is None:
         return
     try:
-        count = runtime.renewer.release_all()
+        leases = runtime.renewer.release_all()
     except Exception as exc:
         logger.warning("singleton lock: releasing held locks at %s failed (%s); they expire within "
                        "their TTL", why, error_text(exc))
         return
-    if count:
-        logger.info("singleton lock: released %d held lock(s) at %s", count, why)
+    if leases:
+        logger.info("singleton lock: released %d held lock(s) at %s", len(leases), why)
+    for lease in leases:
+        handle = lease.context
+        task_name = getattr(handle, "task_name", None)
+        signals.lock_released.send(sender=app.tasks.get(task_name) if task_name else None, key=lease.key,
+                                   task_id=getattr(handle, "task_id", None), released=True, exit="shutdown",
+                                   description=_description(lease))
     runtime.renewer.close(timeout=1.0)

@@ -19,11 +19,14 @@ class ExecutionLock:
     can refuse a write from a holder that lost the lock while paused.
     """
 
-    __slots__ = ("key", "token", "task_name", "task_id", "hand_over_ms", "_lease", "_fence", "_ask_fence")
+    __slots__ = ("key", "token", "task_name", "task_id", "hand_over_ms", "description", "_lease", "_fence",
+                 "_ask_fence")
 
     def __init__(self, key: str, token: str, ask_fence: Callable[[], Optional[int]], task_name: str,
-                 task_id: str, lease: Lease) -> None:
+                 task_id: str, lease: Lease, description: Optional[str] = None) -> None:
         self.key = key
+        #: The call behind the lock (``account_id=42``), when the app describes its calls.
+        self.description = description
         self.token = token
         self._ask_fence = ask_fence
         self._fence: Optional[int] = None

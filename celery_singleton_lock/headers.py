@@ -10,11 +10,14 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from .encoding import is_digest
 
-__all__ = ["TOKEN", "ENQUEUE_TOKEN", "ENQUEUE_DIGEST", "RETRIES", "AFTER", "SKIPPED", "GENERATION", "ALL", "library_headers",
+__all__ = ["TOKEN", "EVENTS", "ENQUEUE_TOKEN", "ENQUEUE_DIGEST", "RETRIES", "AFTER", "SKIPPED", "GENERATION", "ALL", "library_headers",
            "enqueue_digest", "redelivered"]
 
 #: The per-delivery token chosen by the worker's main process (set on the request, not published).
 TOKEN = "singleton_lock_token"
+#: Whether the worker sends task events (``-E``, ``enable_events``): the main process knows, and
+#: tells the pool process on the request (not published).
+EVENTS = "singleton_lock_events"
 #: The token of the enqueue lock taken by ``apply_async`` (``queued*`` scopes).
 ENQUEUE_TOKEN = "singleton_lock_enqueue_token"
 #: The argument digest of that enqueue lock: the worker adopts and releases the lock the message
@@ -32,7 +35,7 @@ SKIPPED = "singleton_lock_skipped"
 #: newer call of its key was made (see store/generations.py).
 GENERATION = "singleton_lock_generation"
 #: Every header the library writes.
-ALL = (TOKEN, ENQUEUE_TOKEN, ENQUEUE_DIGEST, RETRIES, AFTER, SKIPPED, GENERATION)
+ALL = (TOKEN, EVENTS, ENQUEUE_TOKEN, ENQUEUE_DIGEST, RETRIES, AFTER, SKIPPED, GENERATION)
 
 
 def library_headers(inherited: Optional[Mapping[str, Any]], ours: Mapping[str, Any]) -> Dict[str, Any]:

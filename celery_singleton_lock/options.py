@@ -40,7 +40,8 @@ _OPTIONS: Dict[str, Tuple[str, Any]] = {
 OPTION_NAMES = tuple(_OPTIONS)
 #: Every ``app.conf`` setting of the library; any other ``singleton_lock_*`` key is a typo.
 SETTING_NAMES = ("singleton_lock_url", "singleton_lock_prefix", "singleton_lock_transport_options",
-                 "singleton_lock_backend",
+                 "singleton_lock_backend", "singleton_lock_metrics_port", "singleton_lock_metrics_registry",
+                 "singleton_lock_describe",
                  *(conf_key for conf_key, _ in _OPTIONS.values()))
 #: Task attributes with these prefixes are lock options; any other such name is a typo.
 _OPTION_PREFIXES = ("lock_", "on_lock")

@@ -23,6 +23,7 @@ no duplicates' (a retry's predecessor, a redelivery, ``queued``'s waiting copy).
 
 from __future__ import annotations
 
+import time
 from typing import Dict, Union
 
 from .attempt import Attempt
@@ -91,7 +92,9 @@ class WaitPolicy:
 
     def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
         attempt.conflict(conflict, self.name)
+        began = time.monotonic()
         outcome = wait_for_release(attempt)
+        attempt.waited(outcome, began)
         if isinstance(outcome, Run):
             return outcome
         attempt.give_up_queue_slot()

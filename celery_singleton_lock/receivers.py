@@ -16,6 +16,7 @@ from celery import signals as celery_signals
 
 from .exceptions import ConfigurationError
 from .exits import release_all, release_enqueue_lock
+from .metrics import serve_worker_metrics, stop_worker_metrics
 from .worker_check import check_lock_store
 
 __all__ = ["connect_receivers"]
@@ -36,6 +37,7 @@ def on_worker_setup(sender: Any = None, instance: Any = None, **kwargs: Any) -> 
     app = getattr(instance, "app", None) or current_app
     try:
         warning = check_lock_store(app)
+        serve_worker_metrics(app)
     except ConfigurationError as exc:
         logger.critical("singleton lock: the worker refuses to start: %s", exc)
         raise SystemExit(EXIT_CONFIG) from None
@@ -51,8 +53,10 @@ def on_worker_shutdown(sender: Any = None, **kwargs: Any) -> None:
 
     for request in list(state.active_requests):
         if isinstance(request, LockedRequest):
-            request.release_for_child("worker shutdown")
-    release_all(getattr(sender, "app", None) or current_app, "worker shutdown")
+            request.release_for_child("worker shutdown", shutdown=True)
+    app = getattr(sender, "app", None) or current_app
+    release_all(app, "worker shutdown")
+    stop_worker_metrics(app)
 
 
 def on_worker_process_shutdown(sender: Any = None, **kwargs: Any) -> None:

@@ -17,7 +17,7 @@ from billiard.exceptions import Terminated, TimeLimitExceeded, WorkerLostError
 from celery.worker.request import Request
 
 from . import headers
-from .exits import release_enqueue_lock, release_for_child
+from .exits import exit_for_child, release_enqueue_lock, release_for_child
 from .runtime import runtime_for
 from .store import new_token
 
@@ -33,6 +33,8 @@ class LockedRequest(Request):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.request_dict[headers.TOKEN] = new_token()
+        eventer = getattr(self, "_eventer", None)
+        self.request_dict[headers.EVENTS] = bool(eventer is not None and eventer.enabled and self.task.send_events)
 
     def on_accepted(self, pid: int, time_accepted: float) -> None:
         super().on_accepted(pid, time_accepted)
@@ -60,12 +62,14 @@ class LockedRequest(Request):
             exc = getattr(exc_info, "exception", None)
             exc = getattr(exc, "exc", exc)  # ExceptionWithTraceback
             if isinstance(exc, _CHILD_GONE):
-                self.release_for_child(type(exc).__name__)
+                self.release_for_child(type(exc).__name__, exc)
 
     def release_enqueue_lock(self, why: str) -> bool:
         """Release the enqueue lock this message carries, if it is still the queue's."""
         return release_enqueue_lock(self.task, self.id, self.request_dict, why)
 
-    def release_for_child(self, why: str) -> bool:
-        """Release what the child held under this request's tokens (harmless if it held nothing)."""
-        return release_for_child(self.task, self.id, self.request_dict, self.args, self.kwargs, why)
+    def release_for_child(self, why: str, error: Any = None, shutdown: bool = False) -> bool:
+        """Release what the child held under this request's tokens (harmless if it held nothing);
+        ``error`` is what the pool reported, if it did."""
+        return release_for_child(self.task, self.id, self.request_dict, self.args, self.kwargs, why,
+                                 exit_for_child(self.id, error, shutdown))

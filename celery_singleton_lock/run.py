@@ -20,11 +20,11 @@ from . import headers, newest, signals
 from .attempt import Attempt
 from .decisions import Decision, Fail, Ignored, Requeue, Run, Skip, Superseded
 from .exceptions import ConfigurationError, LockBackendError
-from .exits import abandon, hand_over, release_after_run
+from .exits import abandon, exit_of, hand_over, release_after_run
 from .handle import ExecutionLock
 from .policy import decide
 from .requeue import requeue
-from .store import STORE_ERRORS, Conflict, Lease, error_text, permanent_problem, redact
+from .store import STORE_ERRORS, Conflict, Lease, error_text, redact
 
 __all__ = ["run_guarded", "in_own_execution", "lock_hidden", "current_lock", "HANDLE_ATTR"]
 
@@ -124,13 +124,14 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
     runtime, options = attempt.runtime, attempt.options
     lease = Lease(attempt.key, attempt.token, options.ttl, options.heartbeat, confirmed_at=started)
     handle = ExecutionLock(attempt.key, attempt.token, attempt.ask_fence, attempt.task.name, attempt.request.id,
-                           lease)
+                           lease, attempt.description)
     lease.context = handle
     raised: Optional[BaseException] = None
     try:  # from here on, whatever happens, the lock is let go of
         runtime.renewer.hold(lease)
         setattr(attempt.request, HANDLE_ATTR, handle)
-        signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle)
+        signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle,
+                                   acquire_seconds=time.monotonic() - started, description=attempt.description)
         return body()
     except BaseException as exc:
         raised = exc
@@ -139,10 +140,10 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
         setattr(attempt.request, HANDLE_ATTR, None)
         if handle.hand_over_ms is not None:
             # self.retry() under queued_or_running: the lock goes to the retry's message.
-            hand_over(runtime, lease, handle.hand_over_ms)
+            hand_over(runtime, lease, handle.hand_over_ms, attempt.task, attempt.request.id)
         else:
             release_after_run(runtime, lease, attempt.task, attempt.request.id,
-                              attempt.completion(time.monotonic() - started, raised))
+                              attempt.completion(time.monotonic() - started, raised), exit_of(raised))
 
 
 def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any],
@@ -151,7 +152,7 @@ def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[st
     an outage follows ``on_lock_error``; a misconfigured lock store fails the task with
     :class:`ConfigurationError`, whatever ``on_lock_error`` says."""
     task, task_id, policy = attempt.task.name, attempt.request.id, attempt.options.on_lock_error
-    problem = permanent_problem(exc, step)
+    problem = attempt.store_failed(exc, step)
     if problem is not None:
         _misconfigured(attempt, exc, problem)
     doing = (f"waiting for lock {attempt.key} held by task {waited_for.task_id or '?'}" if waited_for is not None

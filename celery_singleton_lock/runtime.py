@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 from . import signals
 from .childwatch import ChildWatch
+from .describe import describe_enabled
+from .metrics import enable_metrics
 from .settings import AppSettings, broker_url, resolve_settings
 from .store import KeyLayout, Lease, LockBackend, Renewer, open_store
 
@@ -42,6 +44,9 @@ class LockRuntime:
         #: delivery may still run (Redis, SQS); ``None`` for brokers that redeliver only when the
         #: consumer's connection is lost (AMQP).
         self.visibility_timeout = _visibility_timeout(app.conf)
+        enable_metrics(app)  # counted from the signals, when the app's settings ask for metrics
+        #: Whether locks store a short description of their call (``singleton_lock_describe``).
+        self.describe = describe_enabled(app.conf)
 
     @property
     def child_watch(self) -> ChildWatch:
@@ -58,7 +63,8 @@ class LockRuntime:
         logger.error("singleton lock LOST: task %s[%s] key %s: %s; the body keeps running unguarded "
                      "(check self.lock.lost or self.lock.check())", task_name, task_id, lease.key, reason)
         task = self.app.tasks.get(task_name) if task_name != "?" else None
-        signals.lock_lost.send(sender=task, key=lease.key, task_id=task_id, reason=reason, lock=handle)
+        signals.lock_lost.send(sender=task, key=lease.key, task_id=task_id, reason=reason, lock=handle,
+                               description=getattr(handle, "description", None))
 
     def close(self) -> None:
         """Stop the heartbeat and the child watch, and drop connections (tests, shutdown)."""

@@ -6,7 +6,8 @@ benchmarked on its own. The Celery layer uses only the names exported here.
 
 from .backend import (GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, LockBackend, NotOurs, Outcome, ReleaseEvents,
                       new_token)
-from .admin import ClearResult, LockRecord, clear_lock, find_locks, read_lock, scan_locks
+from .admin import (MIN_PREFIX, ClearResult, LockRecord, clear_lock, find_locks, pid_running, read_lock,
+                    scan_locks)
 from .connect import connect, open_store
 from .redaction import ambiguous_credentials, redact, redact_options, split_urls
 from .errors import STORE_ERRORS, error_text, is_permanent, permanent_problem
@@ -21,7 +22,7 @@ from . import record
 from .redis_backend import RedisBackend
 from .start_gate import WINDOW_S as START_WINDOW_S, RestartWait, wait_for_gate
 
-__all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
+__all__ = ["MIN_PREFIX", "pid_running", "LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
            "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "wait_for_gate", "MemoryBackend", "KeyLayout",
            "LockKeys", "DEFAULT_PREFIX", "GenerationStore", "Superseding", "Claim",
            "Lease", "Renewer", "connect", "open_store", "redact", "redact_options", "split_urls",

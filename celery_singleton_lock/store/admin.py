@@ -25,10 +25,13 @@ from .backend import LockBackend
 from .redis_backend import Client, RedisBackend
 from .keys import KeyLayout
 from . import foreign, record as lock_value
-from .liveness import STALE_HEARTBEATS, Reader, judge
+from .liveness import STALE_HEARTBEATS, Reader, judge, pid_running
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
-           "STALE_HEARTBEATS"]
+           "STALE_HEARTBEATS", "MIN_PREFIX", "pid_running"]
+
+#: The fewest digest characters that name a lock (as git abbreviates, but never fewer).
+MIN_PREFIX = 4
 
 
 def _text(value: Any) -> str:
@@ -71,6 +74,7 @@ class LockRecord:
     reason: str               # one sentence: why the flags are what they are
     holds: str = "lock"       # "lock", or what a foreign key holds: "other-type" or "string"
     pid_ns: str = ""          # the holder's PID namespace ("" when not recorded): see liveness.py
+    describe: str = ""        # the call behind the lock, when the app stores it (singleton_lock_describe)
 
     @property
     def live(self) -> bool:
@@ -105,7 +109,8 @@ def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, n
         key=key, task=task, digest=digest, kind=kind, state=state, task_id=fields.get("task_id", ""),
         host=host, pid=pid, since_ms=since_ms, age_ms=now_ms - since_ms if since_ms else None,
         ttl_ms=ttl_ms, pttl_ms=pttl_ms, heartbeat_ms=heartbeat_ms, since_renewal_ms=verdict.since_renewal_ms,
-        token=fields["token"], stale=verdict.stale, lost=verdict.lost, reason=verdict.reason, pid_ns=pid_ns)
+        token=fields["token"], stale=verdict.stale, lost=verdict.lost, reason=verdict.reason, pid_ns=pid_ns,
+        describe=fields.get("describe", ""))
 
 
 def _foreign(layout: KeyLayout, key: str, holds: str, pttl_ms: int) -> Optional[LockRecord]:
@@ -179,7 +184,7 @@ def find_locks(client: Client, layout: KeyLayout, name: str) -> List[LockRecord]
     if layout.split(name) is not None:
         record = read_lock(client, layout, name)
         return [record] if record else []
-    if not re.fullmatch(r"[0-9a-f]{4,32}(:queued)?", name):
+    if not re.fullmatch(r"[0-9a-f]{%d,32}(:queued)?" % MIN_PREFIX, name):
         return []
     queued = name.endswith(":queued")
     stem = name[: -len(":queued")] if queued else name

@@ -42,6 +42,9 @@ class Holder:
     heartbeat_ms: int
     #: The PID namespace ``pid`` belongs to (:mod:`.pid_namespace`); this process's by default.
     pid_ns: str = field(default_factory=pid_namespace.current)
+    #: The call behind the lock, when the app stores one (``singleton_lock_describe``); written
+    #: after the task id.
+    describe: str = ""
 
 
 @dataclass(frozen=True)

@@ -128,8 +128,8 @@ class Renewer:
             lease.released = True
             self._leases.discard(lease)
 
-    def release_all(self) -> int:
-        """Release every held lease (worker shutdown); returns how many were still ours."""
+    def release_all(self) -> List[Lease]:
+        """Release every held lease (worker shutdown); returns those that were still ours."""
         with self._cond:
             leases = list(self._leases)
             for lease in leases:
@@ -137,8 +137,9 @@ class Renewer:
             self._leases.clear()
             self._cond.notify()
         if not leases:
-            return 0
-        return sum(self._store.release_many([(lease.key, lease.token) for lease in leases]))
+            return []
+        answers = self._store.release_many([(lease.key, lease.token) for lease in leases])
+        return [lease for lease, released in zip(leases, answers) if released]
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the thread now (it is restarted by the next :meth:`hold`)."""

@@ -50,7 +50,7 @@ class Verdict:
     reason: str               # one sentence: why
 
 
-def _pid_running(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -74,7 +74,7 @@ def judge(state: str, ttl_ms: Optional[int], pttl_ms: int, heartbeat_ms: Optiona
     renewed_ms = since_renewal if hb_ms else None  # how long ago, when the holder said how often
     overdue = renewed_ms is not None and renewed_ms > STALE_HEARTBEATS * hb_ms
     fresh = renewed_ms is not None and not overdue
-    if not fresh and pid and reader.sees_pids_of(host, pid_ns) and not _pid_running(pid):
+    if not fresh and pid and reader.sees_pids_of(host, pid_ns) and not pid_running(pid):
         return Verdict(since_renewal, overdue, True, f"its holder pid {pid} is not running on this host ({host}) "
                                                      f"and it is not renewed; {left}")
     if renewed_ms is None:

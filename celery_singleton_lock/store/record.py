@@ -11,7 +11,8 @@ One string instead of a hash of fields, so a free lock is taken with a plain
 and ``ttl`` are ms, ``since`` ms since the epoch (the holder's clock); ``pid`` is followed by
 ``/<namespace>`` when the holder's PID namespace is known (:mod:`.pid_namespace`; a reader
 that expects a number finds none, and judges nothing by it). The task id comes
-last because it is the one field that may contain spaces. The scripts read only the
+last because it is the one field that may contain spaces; when the app describes its
+calls (``singleton_lock_describe``) a tab and the description follow it. The scripts read only the
 first three fields (``^(%S+) (%S+) (%S+)``) and the task id; a lock a renewal took back
 after a restart carries its first five fields only.
 """
@@ -39,10 +40,14 @@ def _word(value: Any) -> str:
     return _SPACE.sub("_", str(value)) or "-"
 
 
+_TAB = re.compile(r"[\t\r\n]")
+
+
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
     pid = f"{int(holder.pid)}/{_word(holder.pid_ns)}" if holder.pid_ns else str(int(holder.pid))
-    return " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
-                     str(int(holder.since_ms)), pid, _word(holder.host), holder.task_id))
+    value = " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
+                      str(int(holder.since_ms)), pid, _word(holder.host), _TAB.sub(" ", holder.task_id)))
+    return f"{value}\t{_TAB.sub(' ', holder.describe)}" if holder.describe else value
 
 
 def head(token: str, state: str) -> str:
@@ -59,6 +64,7 @@ def decode(value: Any) -> Dict[str, str]:
     fields = dict(zip(FIELDS, parts + [""] * (len(FIELDS) - len(parts))))
     fields["redelivered"] = "1" if "r" in fields.pop("flags") else ""
     fields["pid"], _, fields["pid_ns"] = fields["pid"].partition("/")
+    fields["task_id"], _, fields["describe"] = fields["task_id"].partition("\t")
     return fields
 
 

@@ -667,16 +667,24 @@ def holder_reports_the_lock_fields(bench: Bench) -> None:
     _take(bench, keys.lock, keys.fence, _token("a"), ttl_ms=LONG_MS, task_id="task-a")
     info = _info(backend, keys.lock)
     assert set(info) == {"token", "task_id", "host", "pid", "pid_ns", "since", "ttl", "hb", "state", "redelivered",
-                         "pttl"}
+                         "pttl", "describe"}
     assert {k: v for k, v in info.items() if k != "pttl"} == {
         "token": _token("a"), "task_id": "task-a", "host": "host-a", "pid": "4242", "redelivered": "",
         "since": "1700000000000", "ttl": str(LONG_MS), "hb": "1000", "state": "running",
-        "pid_ns": holder().pid_ns}
+        "pid_ns": holder().pid_ns, "describe": ""}
     assert holder().pid_ns  # the holder's PID namespace is recorded (this process's, unless given)
     assert 0 < int(info["pttl"]) <= LONG_MS
     # When a redelivered copy of its message meets it, then the lock says so
     assert backend.mark_redelivered(keys.lock, "task-a") is True
     assert _info(backend, keys.lock)["redelivered"] == "1"
+    # Given a lock taken with a description of its call, then it is kept apart from the task id,
+    # also once a redelivery has met the lock
+    described = Holder(task_id="task d", host="host-a", pid=1, since_ms=1, heartbeat_ms=1_000,
+                       describe="account_id=42, note='a b'")
+    assert isinstance(backend.acquire(keys.queued, _token("d"), LONG_MS, described), Grant)
+    assert backend.mark_redelivered(keys.queued, "task d") is True
+    info = _info(backend, keys.queued)
+    assert (info["task_id"], info["describe"], info["redelivered"]) == ("task d", "account_id=42, note='a b'", "1")
 
 
 # -- generations: the newest call of a key, and its one claimed run ------------------------------

@@ -1,0 +1,79 @@
+"""Which metrics an app counts into, from its settings: a registry of the user's, or the
+worker's multiprocess files; metric objects are made once per process and registry."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Dict, Optional, Tuple
+
+from ..exceptions import ConfigurationError
+
+__all__ = ["metrics_for", "metrics_address", "check_settings", "PORT_SETTING", "REGISTRY_SETTING"]
+
+PORT_SETTING = "singleton_lock_metrics_port"
+REGISTRY_SETTING = "singleton_lock_metrics_registry"
+
+_ATTR = "_singleton_lock_metrics"
+_CREATE = threading.Lock()
+#: Metric objects are per process and per registry: two apps naming the same registry count into
+#: the same series (a registry dropped takes its metrics with it).
+_BY_REGISTRY: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+#: The metrics a served worker writes to its multiprocess files (registered in no registry).
+_UNREGISTERED: Dict[None, Any] = {}
+
+
+def metrics_address(conf: Any) -> Optional[Tuple[str, int]]:
+    """(host, port) the worker serves its metrics on; ``None`` when the setting is unset."""
+    value = conf.get(PORT_SETTING)
+    if value is None:
+        return None
+    host, port = "", value
+    if isinstance(value, str):
+        host, _, port = value.rpartition(":")
+        host = host.strip("[]")
+    try:
+        number = int(port)
+    except (TypeError, ValueError):
+        number = -1
+    if isinstance(value, bool) or not 0 <= number <= 65535:
+        raise ConfigurationError(f"{PORT_SETTING} must be a port number or 'host:port', not {value!r}")
+    return host, number
+
+
+def check_settings(conf: Any) -> Tuple[Optional[Tuple[str, int]], Any]:
+    address, registry = metrics_address(conf), conf.get(REGISTRY_SETTING)
+    if address is None and registry is None:
+        return None, None
+    if address is not None and registry is not None:
+        raise ConfigurationError(f"set {PORT_SETTING} (the worker serves the metrics) or {REGISTRY_SETTING} "
+                                 "(you serve your registry), not both")
+    try:
+        import prometheus_client
+    except ImportError:
+        raise ConfigurationError(f"{PORT_SETTING if address else REGISTRY_SETTING} needs prometheus_client: "
+                                 "pip install 'celery-singleton-lock[metrics]'") from None
+    if registry is not None and not isinstance(registry, prometheus_client.CollectorRegistry):
+        raise ConfigurationError(f"{REGISTRY_SETTING} must be a prometheus_client.CollectorRegistry, not "
+                                 f"{type(registry).__name__}")
+    return address, registry
+
+
+def metrics_for(app: Any) -> Any:
+    """The app's :class:`~.instruments.LockMetrics` in this process; ``None`` when metrics are off."""
+    metrics = app.__dict__.get(_ATTR, False)
+    if metrics is not False:
+        return metrics
+    with _CREATE:
+        address, registry = check_settings(app.conf)
+        if address is None and registry is None:
+            metrics = None
+        else:
+            from .instruments import LockMetrics
+
+            shared: Any = _UNREGISTERED if registry is None else _BY_REGISTRY
+            metrics = shared.get(registry)
+            if metrics is None:
+                metrics = shared[registry] = LockMetrics(registry)
+        setattr(app, _ATTR, metrics)
+    return metrics

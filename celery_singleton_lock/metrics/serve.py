@@ -1,0 +1,87 @@
+"""Serve the metrics of a whole worker, its pool processes included, from its main process.
+
+Every pool process keeps its own values. ``prometheus_client``'s multiprocess mode has
+each write them to files in ``PROMETHEUS_MULTIPROC_DIR`` (a private temporary directory
+when the environment names none), which the main process reads at each scrape. A
+process's counters stay counted after it exits (a child replaced after
+``--max-tasks-per-child`` adds its successor's files beside its own; nothing is counted
+twice); its share of the held gauge goes as soon as a scrape finds it dead
+(``mark_process_dead``, also for a child that was killed).
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+import shutil
+import tempfile
+from typing import Any, Iterator, Optional, Tuple
+
+from prometheus_client import CollectorRegistry, start_http_server, values
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from ..store import pid_running
+
+__all__ = ["WorkerServer"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_LIVE_FILE = re.compile(r"gauge_live\w*_(\d+)\.db$")
+
+
+class _Aggregate:
+    """The pool's processes summed, after forgetting the live gauges of processes that are gone."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._inner = MultiProcessCollector(None, path)
+
+    def collect(self) -> Iterator[Any]:
+        for name in glob.glob(os.path.join(self.path, "gauge_live*_*.db")):
+            found = _LIVE_FILE.search(name)
+            if found and not pid_running(int(found.group(1))):
+                mark_process_dead(int(found.group(1)), self.path)
+        return iter(self._inner.collect())
+
+
+class WorkerServer:
+    """The worker main process's /metrics endpoint (started before the pool, so children inherit
+    the multiprocess directory)."""
+
+    def __init__(self, address: Tuple[str, int]) -> None:
+        self.address = address
+        self._own_dir: Optional[str] = None
+        self._server: Any = None
+
+    def start(self) -> None:
+        path = os.environ.get(_ENV)
+        if not path:
+            path = self._own_dir = tempfile.mkdtemp(prefix="singleton-lock-metrics-")
+            os.environ[_ENV] = path
+            values.ValueClass = values.get_value_class()  # in case prometheus_client was imported before
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(_Aggregate(path))
+        host, port = self.address
+        try:
+            self._server, _ = start_http_server(port, addr=host, registry=registry)
+        except OSError as exc:
+            logger.error("singleton lock: cannot serve metrics on %s:%s (%s); the worker runs without them",
+                         host or "*", port, exc)
+            return
+        logger.info("singleton lock: metrics of this worker and its pool on http://%s:%s/metrics",
+                    host or "0.0.0.0", self._server.server_port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._own_dir is not None:
+            if os.environ.get(_ENV) == self._own_dir:
+                del os.environ[_ENV]
+                values.ValueClass = values.get_value_class()
+            shutil.rmtree(self._own_dir, ignore_errors=True)
+            self._own_dir = None

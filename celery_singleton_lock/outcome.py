@@ -1,0 +1,71 @@
+"""A duplicate's outcome where Celery's own tools look: the result backend and task events.
+
+A skipped duplicate ends in SUCCESS with result ``None``, as a run that returned ``None``
+does. So that the two can be told apart, the execution that met a held lock also records
+which lock, which holder and which policy decided:
+
+- in the result backend's meta, with ``result_extended = True``: Celery stores a request's
+  stamps (``stamped_headers`` and their values) beside ``name``, ``args`` and ``worker``;
+  the fields are added as stamps of the running request, so they land there with the
+  task's own result (also a ``LockedError``'s FAILURE, or a retry's RETRY);
+- in the task's events, when the worker sends them (``-E``): a ``task-singleton-lock``
+  event with the same fields. Monitors built on ``celery.events.state`` (Flower) merge a
+  task event's fields into their record of the task; the event names the fields among the
+  ones the record shows (``_fields``), so Flower's task page and its ``/api/task/info``
+  list them after the result.
+
+The result itself stays what the duplicate policy says (``None`` for a skip).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Optional
+
+from . import headers
+
+__all__ = ["record_duplicate", "FIELDS", "EVENT"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+#: The fields a duplicate records, in the backend's meta and in its event.
+FIELDS = ("singleton_lock_key", "singleton_lock_holder", "singleton_lock_policy", "singleton_lock_describe")
+EVENT = "task-singleton-lock"
+
+
+def record_duplicate(task: Any, key: str, holder: Optional[str], policy: str,
+                     description: Optional[str] = None) -> None:
+    """Record on the running request, and in a task event, that this execution met a held lock.
+
+    A redelivery of the holder's own message (``holder`` is its own task id) records nothing:
+    its task is the holder's, whose record must stay the holder's.
+    """
+    request = task.request
+    if holder is not None and holder == request.id:
+        return
+    fields: Dict[str, Any] = {"singleton_lock_key": key, "singleton_lock_holder": holder,
+                              "singleton_lock_policy": policy}
+    if description is not None:
+        fields["singleton_lock_describe"] = description
+    _stamp(request, fields)
+    if not request.get(headers.EVENTS):  # the worker sends no task events (or an eager run)
+        return
+    try:
+        # Celery's Event() takes a dict of extra fields as ``_fields``: through it the event also
+        # carries a field named ``_fields``, the list a monitor's task record shows.
+        task.send_event(EVENT, _fields={"_fields": _shown_fields(fields)}, **fields)
+    except Exception as exc:  # monitoring must not change what the task does
+        logger.warning("singleton lock: %s[%s]: sending the %s event failed: %s", task.name, request.id,
+                       EVENT, exc)
+
+
+def _stamp(request: Any, fields: Dict[str, Any]) -> None:
+    stamped = [name for name in (getattr(request, "stamped_headers", None) or ()) if name not in fields]
+    request.stamped_headers = stamped + list(fields)
+    request.stamps = dict(getattr(request, "stamps", None) or {}, **fields)
+
+
+def _shown_fields(fields: Dict[str, Any]) -> list:
+    from celery.events.state import Task as TaskState
+
+    return [*TaskState._fields, *fields]

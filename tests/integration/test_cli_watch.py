@@ -1,0 +1,58 @@
+"""``celery locks``: the refreshing view with per-task counts, and a digest prefix too short to name a lock.
+
+Given a worker running a storm of locked tasks, when an operator runs ``locks list --watch``, then
+it redraws the table and the per-task counts at each refresh and ends with status 0 on Ctrl-C;
+when ``locks show`` is given fewer digest characters than a lock needs, it says so and names the
+minimum instead of calling the lock released.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+from celery_singleton_lock.store import MIN_PREFIX
+from tests.integration.helpers import wait_started
+from tests.integration.test_cli import ROOT, run_cli
+from tests.support.waits import wait_for
+
+FRAME = "celery locks list, every"
+
+
+def test_a_short_prefix_names_the_minimum(proj):
+    proc = run_cli("show", "9")
+    assert proc.returncode == 1
+    assert f"at least {MIN_PREFIX} characters" in proc.stderr and "released already" not in proc.stderr
+
+
+def test_watch_redraws_under_a_storm_and_stops_cleanly_on_ctrl_c(proj, start_worker, events_redis):
+    start_worker(concurrency=2)
+    storm = [proj.storm.delay(f"w{i % 3}", seq=i, duration=0.6) for i in range(12)]
+    wait_started(events_redis, 1)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    with tempfile.TemporaryFile("w+") as out:
+        cli = subprocess.Popen([sys.executable, "-m", "celery", "-A", "tests.integration.proj", "locks", "list",
+                                "--watch", "0.3"], stdout=out, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                               env=env)
+        try:
+            def frames():
+                out.seek(0)
+                shown = out.read().split(FRAME)[1:]
+                held = [f for f in shown if "tests.integration.proj.storm" in f and "LOCKS" in f]
+                return held if len(held) >= 2 else None
+
+            held = wait_for(frames, 20, interval=0.1, what="two refreshes showing the storm's locks")
+            cli.send_signal(signal.SIGINT)
+            _, err = cli.communicate(timeout=10)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait(10)
+    assert cli.returncode == 0 and "Traceback" not in err, err
+    counts = held[0].split("LOCKS", 1)[1]
+    assert "tests.integration.proj.storm" in counts
+    for result in storm:
+        result.get(timeout=30)

@@ -1,0 +1,119 @@
+"""The metrics extra in one process: what eager runs count, and the settings refused.
+
+Given an app with its own ``CollectorRegistry`` (``singleton_lock_metrics_registry``) on the
+in-memory store, when executions run, meet a held lock or fail, then the registry's series say
+so; a wrong metrics setting is refused with an error naming it. (The worker's port, under every
+pool, is ``tests/integration/test_metrics.py``.)
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+import redis
+from celery import Celery
+from prometheus_client import CollectorRegistry
+
+from celery_singleton_lock import ConfigurationError, LockedTask
+from celery_singleton_lock.metrics import metrics_address, metrics_for
+from celery_singleton_lock.runtime import peek_runtime
+from celery_singleton_lock.store import MemoryBackend
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def app(registry: CollectorRegistry) -> Iterator[Celery]:
+    app = Celery("metrics_unit", set_as_current=False)
+    app.conf.update(singleton_lock_backend=MemoryBackend(), singleton_lock_metrics_registry=registry)
+    yield app
+    runtime = peek_runtime(app)
+    if runtime is not None:
+        runtime.close()
+
+
+def _value(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    return registry.get_sample_value(name, labels) or 0.0
+
+
+def test_a_run_a_duplicate_and_a_failure_are_counted(app: Celery, registry: CollectorRegistry) -> None:
+    @app.task(base=LockedTask, bind=True, name="t.nest", lock_key=("key",), shared=False)
+    def nest(self, key, inner=False):
+        # A second call of the same key while this one holds it: a duplicate, skipped.
+        return None if inner else self.apply(args=(key,), kwargs={"inner": True}).get()
+
+    @app.task(base=LockedTask, name="t.boom", shared=False)
+    def boom(key):
+        raise ValueError(key)
+
+    assert nest.apply(args=("a",)).get() is None
+    boom.apply(args=("b",))
+
+    assert _value(registry, "singleton_lock_acquired_total", task="t.nest") == 1
+    assert _value(registry, "singleton_lock_duplicates_total", task="t.nest", outcome="skipped", at="run") == 1
+    assert _value(registry, "singleton_lock_released_total", task="t.nest", exit="success") == 1
+    assert _value(registry, "singleton_lock_released_total", task="t.boom", exit="failure") == 1
+    assert _value(registry, "singleton_lock_held", task="t.nest") == 0
+    assert _value(registry, "singleton_lock_held_seconds_count", task="t.boom") == 1
+    assert _value(registry, "singleton_lock_acquire_seconds_count", task="t.nest") == 1
+
+
+def test_the_settings_are_checked() -> None:
+    conf = {"singleton_lock_metrics_port": "127.0.0.1:9808"}
+    assert metrics_address(conf) == ("127.0.0.1", 9808)
+    assert metrics_address({"singleton_lock_metrics_port": 9808}) == ("", 9808)
+    for wrong in ("nine", 70000, True, "host:"):
+        with pytest.raises(ConfigurationError, match="singleton_lock_metrics_port"):
+            metrics_address({"singleton_lock_metrics_port": wrong})
+
+
+@pytest.mark.parametrize("conf, says", [
+    ({"singleton_lock_metrics_port": 9808, "singleton_lock_metrics_registry": CollectorRegistry()}, "not both"),
+    ({"singleton_lock_metrics_registry": object()}, "CollectorRegistry"),
+])
+def test_a_wrong_combination_is_refused(conf: dict, says: str) -> None:
+    app = Celery("metrics_wrong", set_as_current=False)
+    app.conf.update(conf)
+    with pytest.raises(ConfigurationError, match=says):
+        metrics_for(app)
+
+
+def test_metrics_are_off_unless_asked_for() -> None:
+    assert metrics_for(Celery("metrics_off", set_as_current=False)) is None
+
+
+class _Refusing(MemoryBackend):
+    """An in-memory store that answers every ask for a lock with ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+    def acquire(self, *args, **kwargs):  # type: ignore[override]
+        raise self.error
+
+
+@pytest.mark.parametrize("error, kind", [
+    (redis.ConnectionError("Connection refused"), "outage"),
+    (redis.ResponseError("NOPERM this user has no permissions to run the 'set' command"), "misconfiguration"),
+])
+def test_a_store_error_is_counted_by_kind(registry: CollectorRegistry, error: BaseException, kind: str) -> None:
+    app = Celery("metrics_store_errors", set_as_current=False)
+    app.conf.update(singleton_lock_backend=_Refusing(error), singleton_lock_metrics_registry=registry)
+
+    @app.task(base=LockedTask, name="t.refused", on_lock_error="raise", shared=False)
+    def refused():
+        return "ran"
+
+    try:
+        assert refused.apply().failed()
+    finally:
+        runtime = peek_runtime(app)
+        if runtime is not None:
+            runtime.close()
+    assert _value(registry, "singleton_lock_store_errors_total", task="t.refused", kind=kind) == 1
+    assert _value(registry, "singleton_lock_acquired_total", task="t.refused") == 0
