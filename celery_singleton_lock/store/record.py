@@ -40,14 +40,16 @@ def _word(value: Any) -> str:
     return _SPACE.sub("_", str(value)) or "-"
 
 
-_TAB = re.compile(r"[\t\r\n]")
+#: The tab ends the task id (a description follows it); a description keeps to one line.
+_TAB = re.compile(r"\t")
+_BREAKS = re.compile(r"[\t\r\n]")
 
 
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
     pid = f"{int(holder.pid)}/{_word(holder.pid_ns)}" if holder.pid_ns else str(int(holder.pid))
     value = " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
                       str(int(holder.since_ms)), pid, _word(holder.host), _TAB.sub(" ", holder.task_id)))
-    return f"{value}\t{_TAB.sub(' ', holder.describe)}" if holder.describe else value
+    return f"{value}\t{_BREAKS.sub(' ', holder.describe)}" if holder.describe else value
 
 
 def head(token: str, state: str) -> str:

@@ -46,7 +46,8 @@ def test_a_hostile_task_id_is_escaped_in_the_cli_and_the_log(test_env, proj, sta
     listed, shown = _cli(test_env, "list"), _cli(test_env, "show", lock["digest"])
 
     assert listed.returncode == 0 and shown.returncode == 0, (listed.stderr, shown.stderr)
-    assert len(listed.stdout.rstrip("\n").splitlines()) == 2, listed.stdout  # the header and one row
+    table = listed.stdout.split("\n\n")[0]  # the per-task counts follow, after a blank line
+    assert len(table.rstrip("\n").splitlines()) == 2, listed.stdout  # the header and one row
     assert f"{holder_id.split(chr(10))[0]}{SHOWN}" in listed.stdout and SHOWN in shown.stdout
     assert not _OBEYED.search(listed.stdout + shown.stdout)
     [line] = [line for line in worker.log().splitlines() if "is a duplicate" in line]
