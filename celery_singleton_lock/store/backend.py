@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from os import urandom
-from typing import Any, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .places import Limit
 
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS",
            "Outcome", "Completion", "new_token"]
@@ -54,6 +57,9 @@ class Conflict:
     ``state`` is ``"running"`` (an execution holds it) or ``"queued"`` (an enqueue lock
     waiting for its message); ``same_token`` is true when the holder runs under the
     token the caller handed in (a ``self.retry()`` that has not handed the lock over yet).
+    For a key with a limit or a window (:mod:`.places`) it describes the place that frees
+    soonest: ``held`` places of ``limit`` are taken, and ``window_ms`` is how long until the
+    soonest released place's window ends (``None`` when every place is held by a live run).
     """
 
     task_id: str
@@ -64,6 +70,9 @@ class Conflict:
     heartbeat_ms: Optional[int]
     state: str
     same_token: bool = False
+    held: int = 1
+    limit: int = 1
+    window_ms: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -114,12 +123,15 @@ class LockBackend(Protocol):
     #: Whether :meth:`release` can note a :class:`Completion` and :meth:`completed` find it.
     records_completions: bool
 
-    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
-        """Take ``key`` if free (or already ours under ``token`` in ``state``: a repeated ask)."""
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running",
+                limit: "Optional[Limit]" = None) -> Outcome:
+        """Take ``key`` if free (or already ours under ``token`` in ``state``: a repeated ask).
+        A places key (:mod:`.places`) takes one of ``limit``'s places instead."""
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
-              holder: Holder) -> Union[Grant, Conflict, NotOurs]:
-        """Turn the enqueue lock ``queued_key`` held under ``queued_token`` into the running lock ``key``."""
+              holder: Holder, limit: "Optional[Limit]" = None) -> Union[Grant, Conflict, NotOurs]:
+        """Turn the enqueue lock ``queued_key`` held under ``queued_token`` into the running lock ``key``
+        (for places keys: the enqueue place into one of ``limit``'s running places)."""
 
     def fence(self, key: str, fence_key: str, token: str) -> Optional[int]:
         """A fencing token for the holder of ``key`` under ``token``, from the counter ``fence_key``:

@@ -9,6 +9,8 @@ which loads the script again on NOSCRIPT (after a ``SCRIPT FLUSH`` or a restart)
 Grants go through their own client, guarded by :mod:`.start_gate`; the holders'
 calls (renew, release, fence) through another. The backend keeps no lock state of
 its own: who holds what lives in Redis and in the caller's :class:`~.heartbeat.Lease`.
+A key with a limit or a window is a room of places (:mod:`.places`): every call on a
+places key goes to :class:`~.redis_places.RedisPlaces`, one script each.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import redis
 from redis.cluster import RedisCluster
 
-from . import record, scripts
+from . import places, record, scripts
+from .places import Limit
+from .redis_places import RedisPlaces, holder_info
 from .direct import direct_for
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .events import PubSubReleaseEvents, subscribed
@@ -118,6 +122,7 @@ class RedisBackend:
         self._raise_fence = client.register_script(scripts.RAISE_FENCE)
         self._completed = client.register_script(scripts.COMPLETED)
         self._await = client.register_script(scripts.AWAIT)
+        self._places = RedisPlaces(client, self._script)
         # The calls on every task's path skip redis-py's per-command pool round (see .direct).
         self._ask = direct_for(client)
         self._ask_grants = self._ask if grants is None else direct_for(grants)
@@ -135,8 +140,11 @@ class RedisBackend:
             return self.grants.set(key, value, nx=True, px=ttl_ms, get=get)
         return self._ask_grants("SET", key, value, "NX", "PX", ttl_ms, *(("GET",) if get else ()))
 
-    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
-        """Take ``key`` if free: one command, no script."""
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running",
+                limit: Optional[Limit] = None) -> Outcome:
+        """Take ``key`` if free: one command, no script (a places key: one script)."""
+        if places.is_places(key):
+            return self._places.acquire(key, token, ttl_ms, holder, state, limit)
         value = record.encode(token, state, ttl_ms, holder)
         for _ in range(3):
             if self._set_get:
@@ -166,8 +174,10 @@ class RedisBackend:
         return UNKNOWN_HOLDER  # taken and released under our feet three times: busy
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
-              holder: Holder) -> Union[Grant, Conflict, NotOurs]:
+              holder: Holder, limit: Optional[Limit] = None) -> Union[Grant, Conflict, NotOurs]:
         """Turn an enqueue lock handed over by token into a running lock."""
+        if places.is_places(key):
+            return self._places.adopt(queued_key, key, queued_token, token, ttl_ms, holder, limit)
         keys, args = adopt_call(queued_key, key, queued_token, token, ttl_ms, holder)
         reply = self._script(self._adopt, keys, args, grants=True)
         return adopted(reply, queued_key, key, queued_token)
@@ -175,9 +185,13 @@ class RedisBackend:
     def fence(self, key: str, fence_key: str, token: str, *, floor: int = 0) -> Optional[int]:
         """The fencing token of the holder of ``key`` under ``token``; ``None`` when it does not hold it.
         ``floor`` (a quorum's proposal) lifts the counter."""
+        if places.is_places(key):
+            return self._places.fence(key, fence_key, token, floor_arg(floor))
         return int(self._script(self._fence, (key, fence_key), (token, *floor_arg(floor)))) or None
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
+        if places.is_places(key):
+            return self._places.requeue(key, token, ttl_ms)
         return bool(self._requeue(keys=(key,), args=(token, ttl_ms)))
 
     def raise_fence(self, fence_key: str, floor: int) -> int:
@@ -185,10 +199,14 @@ class RedisBackend:
         return int(self._raise_fence(keys=(fence_key,), args=(floor,)))
 
     def release(self, key: str, token: str, completion: Optional[Completion] = None) -> bool:
+        if places.is_places(key):
+            return self._places.release(key, token, completion)
         keys, args = release_call(key, token, completion)
         return bool(self._script(self._release, keys, args))
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
+        if places.is_places(key):
+            return self._places.mark_redelivered(key, task_id)
         return bool(self._mark_redelivered(keys=(key,), args=(task_id,)))
 
     def completed(self, done_key: str, task_id: str) -> bool:
@@ -200,16 +218,29 @@ class RedisBackend:
             return []
         pipe = self.client.pipeline(transaction=False)
         for key, token in items:
+            if places.is_places(key):
+                self._places.release_script(keys=(key,), args=(token,), client=pipe)
+                continue
             keys, args = release_call(key, token, None)
             self._release(keys=keys, args=args, client=pipe)
         return [bool(r) for r in pipe.execute()]
 
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
-        """All of them in one script call."""
+        """All the singleton locks in one script call, all the places in another."""
+        if not items:
+            return []
+        plain, placed = places.split(items)
+        return places.merge(len(items), (plain, self._renew_locks([items[i] for i in plain])),
+                            (placed, self._renew_places([items[i] for i in placed])))
+
+    def _renew_locks(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:
         if not items:
             return []
         keys, args = renew_args(items)
-        return [bool(r) for r in self._renew(keys=keys, args=args)]
+        return list(self._renew(keys=keys, args=args))
+
+    def _renew_places(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:
+        return self._places.renew(items) if items else []
 
     def epoch(self) -> Optional[str]:
         """The server's run id: a new one after every restart."""
@@ -228,8 +259,14 @@ class RedisBackend:
                 client.close()
 
     def holder(self, key: str) -> Optional[Dict[str, str]]:
-        """The lock's fields with its remaining ttl, for diagnostics; ``None`` when free."""
+        """The lock's fields with its remaining ttl, for diagnostics; ``None`` when free. For a
+        places key: the place that frees soonest, with ``held`` and ``limit`` (:mod:`.places`)."""
         pipe = self.client.pipeline(transaction=False)
+        if places.is_places(key):
+            pipe.hgetall(key)
+            pipe.time()
+            fields, (seconds, micros) = pipe.execute()
+            return holder_info(fields, seconds * 1000 + micros // 1000)
         pipe.get(key)
         pipe.pttl(key)
         value, pttl = pipe.execute(raise_on_error=False)
@@ -241,7 +278,9 @@ class RedisBackend:
 
     def await_release(self, key: str) -> bool:
         """Ask ``key``'s holder to announce its release (run by a waiter after it subscribed);
-        ``False`` when the lock is free."""
+        ``False`` when the lock is free (for a places key: when a place is free)."""
+        if places.is_places(key):
+            return self._places.await_release(key)
         return bool(self._await(keys=(key,)))
 
     @contextmanager

@@ -644,3 +644,7 @@ def holder_reports_the_lock_fields(bench: Bench) -> None:
     # When a redelivered copy of its message meets it, then the lock says so
     assert backend.mark_redelivered(keys.lock, "task-a") is True
     assert _info(backend, keys.lock)["redelivered"] == "1"
+
+
+# -- keys with a limit or a window: their checks live in their own module and register here -------
+from tests.support import contract_places  # noqa: E402,F401  (registers its checks in CHECKS)
