@@ -23,7 +23,7 @@ from redis.cluster import RedisCluster
 
 from . import places, record, scripts
 from .places import Limit
-from .redis_places import RedisPlaces, holder_info
+from .redis_places import RedisPlaces
 from .direct import direct_for
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .events import PubSubReleaseEvents, subscribed
@@ -261,12 +261,9 @@ class RedisBackend:
     def holder(self, key: str) -> Optional[Dict[str, str]]:
         """The lock's fields with its remaining ttl, for diagnostics; ``None`` when free. For a
         places key: the place that frees soonest, with ``held`` and ``limit`` (:mod:`.places`)."""
-        pipe = self.client.pipeline(transaction=False)
         if places.is_places(key):
-            pipe.hgetall(key)
-            pipe.time()
-            fields, (seconds, micros) = pipe.execute()
-            return holder_info(fields, seconds * 1000 + micros // 1000)
+            return self._places.holder(key)
+        pipe = self.client.pipeline(transaction=False)
         pipe.get(key)
         pipe.pttl(key)
         value, pttl = pipe.execute(raise_on_error=False)

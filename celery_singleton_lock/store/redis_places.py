@@ -57,6 +57,7 @@ class RedisPlaces:
         self.requeue_script = client.register_script(scripts.PLACE_REQUEUE)
         self.await_script = client.register_script(scripts.PLACE_AWAIT)
         self.mark_script = client.register_script(scripts.PLACE_MARK_REDELIVERED)
+        self.read_script = client.register_script(scripts.PLACE_READ)
         self._run = run
 
     def acquire_call(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str,
@@ -102,6 +103,11 @@ class RedisPlaces:
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:
         keys, args = renew_args(items)
         return list(self._run(self.renew_script, keys, args))
+
+    def holder(self, key: str) -> Optional[Dict[str, str]]:
+        """The live place that frees soonest (see :func:`holder_info`); ``None`` when none is live."""
+        now, *flat = self._run(self.read_script, (key,), ())
+        return holder_info(dict(zip(flat[::2], flat[1::2])), int(now))
 
 
 def holder_info(fields: Dict[Any, Any], now_ms: int) -> Optional[Dict[str, str]]:

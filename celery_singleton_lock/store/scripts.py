@@ -15,7 +15,7 @@ from importlib.resources import files
 
 __all__ = ["RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "FENCE", "RAISE_FENCE", "COMPLETED", "AWAIT",
            "PLACE_ACQUIRE", "PLACE_RELEASE", "PLACE_RENEW", "PLACE_FENCE", "PLACE_ADOPT", "PLACE_REQUEUE",
-           "PLACE_AWAIT", "PLACE_MARK_REDELIVERED"]
+           "PLACE_AWAIT", "PLACE_MARK_REDELIVERED", "PLACE_READ"]
 
 # Python 3.9's files() takes no namespace package and its joinpath takes one name at a time:
 # start from this module's package and step down with "/".
@@ -59,3 +59,4 @@ PLACE_ADOPT = _place_script("adopt")
 PLACE_REQUEUE = _place_script("requeue")
 PLACE_AWAIT = _place_script("await")
 PLACE_MARK_REDELIVERED = _place_script("mark_redelivered")
+PLACE_READ = _place_script("read")
