@@ -60,6 +60,9 @@ class Conflict:
     For a key with a limit or a window (:mod:`.places`) it describes the place that frees
     soonest: ``held`` places of ``limit`` are taken, and ``window_ms`` is how long until the
     soonest released place's window ends (``None`` when every place is held by a live run).
+    A place names its holder's token (``holder_token``): one execution of a task id may meet
+    another's place while places are free (a redelivery, a ``self.retry()``), and which one
+    it met decides what it does.
     """
 
     task_id: str
@@ -73,6 +76,7 @@ class Conflict:
     held: int = 1
     limit: int = 1
     window_ms: Optional[int] = None
+    holder_token: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -49,11 +49,16 @@ class _Survey:
     """What ``survey`` in ``_places.lua`` answers."""
 
     mine: Optional[_Place]
-    others: List[_Place]
+    others: Dict[str, _Place]
     window: Optional[float]
 
-    def soonest(self) -> _Place:
-        return min(self.others, key=_Place.ends)
+    def soonest(self) -> Tuple[str, _Place]:
+        return min(self.others.items(), key=lambda item: item[1].ends())
+
+    def twin(self, task_id: str) -> Optional[Tuple[str, _Place]]:
+        """Another place held (not released) under ``task_id``."""
+        return next(((token, place) for token, place in self.others.items()
+                     if task_id and place.state != "released" and place.holder.task_id == task_id), None)
 
 
 class MemoryPlaces:
@@ -70,23 +75,24 @@ class MemoryPlaces:
         now = self._now()
         room = self._rooms.get(key)
         if room is None:
-            return _Survey(None, [], None)
+            return _Survey(None, {}, None)
         for name in [name for name, place in room.places.items() if place.ends() <= now]:
             del room.places[name]
         if not room.places:
             del self._rooms[key]
-            return _Survey(None, [], None)
-        others = [place for name, place in room.places.items() if name != token]
-        windows = [place.keep_until for place in others if place.state == "released"]
+            return _Survey(None, {}, None)
+        others = {name: place for name, place in room.places.items() if name != token}
+        windows = [place.keep_until for place in others.values() if place.state == "released"]
         return _Survey(room.places.get(token), others, min(windows) if windows else None)
 
-    def _refused(self, place: _Place, held: int, window: Optional[float], limit: int, same: bool) -> Conflict:
+    def _refused(self, token: str, place: _Place, held: int, window: Optional[float], limit: int,
+                 same: bool) -> Conflict:
         now = self._now()
         h = place.holder
         return Conflict(task_id=h.task_id, host=h.host, pid=h.pid, since_ms=h.since_ms,
                         pttl_ms=max(int(place.ends() - now), 0), heartbeat_ms=h.heartbeat_ms, state=place.state,
                         same_token=same, held=held, limit=limit,
-                        window_ms=None if window is None else max(int(window - now), 0))
+                        window_ms=None if window is None else max(int(window - now), 0), holder_token=token)
 
     def _announce(self, key: str) -> None:
         room = self._rooms.get(key)
@@ -108,9 +114,12 @@ class MemoryPlaces:
         if seen.mine is not None:
             if seen.mine.state == state:
                 return GRANT
-            return self._refused(seen.mine, len(seen.others), None, limit.count, True)
+            return self._refused(token, seen.mine, len(seen.others), None, limit.count, True)
+        twin = seen.twin(holder.task_id)
+        if twin is not None:
+            return self._refused(*twin, len(seen.others), None, limit.count, False)
         if len(seen.others) >= limit.count:
-            return self._refused(seen.soonest(), len(seen.others), seen.window, limit.count, False)
+            return self._refused(*seen.soonest(), len(seen.others), seen.window, limit.count, False)
         now = self._now()
         return self._put(key, token, _Place(state, now + ttl_ms, now + limit.window_ms, holder, ttl_ms), limit.count)
 
@@ -127,12 +136,12 @@ class MemoryPlaces:
             return NOT_OURS
         if queued.state != "queued":
             if queued_key == key:
-                return self._refused(queued, len(queued_seen.others), None, limit.count, True)
+                return self._refused(queued_token, queued, len(queued_seen.others), None, limit.count, True)
             return NOT_OURS
         if queued_key != key:
             seen = self._survey(key, token)
             if len(seen.others) >= limit.count:
-                return self._refused(seen.soonest(), len(seen.others), seen.window, limit.count, False)
+                return self._refused(*seen.soonest(), len(seen.others), seen.window, limit.count, False)
         del self._rooms[queued_key].places[queued_token]
         if queued_key != key:
             self._announce(queued_key)
@@ -180,7 +189,7 @@ class MemoryPlaces:
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         now = self._now()
-        for place in self._survey(key, "").others:
+        for place in self._survey(key, "").others.values():
             if place.holds(now) and place.holder.task_id == task_id:
                 place.redelivered = True
                 return True
@@ -191,8 +200,7 @@ class MemoryPlaces:
         if not seen.others:
             return None
         room = self._rooms[key]
-        token = next(name for name, place in room.places.items() if place is seen.soonest())
-        place = seen.soonest()
+        token, place = seen.soonest()
         h = place.holder
         return {"token": token, "state": place.state, "task_id": h.task_id, "host": h.host, "pid": str(h.pid),
                 "since": str(h.since_ms), "hb": str(h.heartbeat_ms), "ttl": str(place.ttl_ms),

@@ -139,15 +139,20 @@ def _int(value: str) -> Optional[int]:
 
 
 def conflict(reply: Sequence[Any], token: Optional[str], limit: int) -> Conflict:
-    """The :class:`Conflict` of a refusal ``{0, value, pttl, held, window (-1: none), same}``."""
-    _, value, pttl, held, window, same = reply[:6]
+    """The :class:`Conflict` of a refusal ``{0, value, pttl, held, window (-1: none), same, token}``."""
+    _, value, pttl, held, window, same, holder_token = reply[:7]
     fields = decode(value)
     window_ms = int(window)
     return Conflict(task_id=fields["task_id"], host=fields["host"], pid=_int(fields["pid"]),
                     since_ms=_int(fields["since"]), pttl_ms=max(int(pttl or 0), 0),
                     heartbeat_ms=_int(fields["hb"]), state=fields["state"],
                     same_token=token is not None and int(same) == 1,
-                    held=int(held), limit=limit, window_ms=window_ms if window_ms >= 0 else None)
+                    held=int(held), limit=limit, window_ms=window_ms if window_ms >= 0 else None,
+                    holder_token=_text(holder_token))
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def split(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[int], List[int]]:

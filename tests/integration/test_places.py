@@ -21,6 +21,11 @@ from tests.support.waits import wait_for
 HOLDER = Holder(task_id="t", host="h", pid=1, since_ms=0, heartbeat_ms=1000)
 
 
+def holder(task_id: str) -> Holder:
+    """A holder of its own task id (one task id takes one place of a key at a time)."""
+    return Holder(task_id=task_id, host="h", pid=1, since_ms=0, heartbeat_ms=1000)
+
+
 @pytest.fixture
 def prefix(lock_redis: redis.Redis) -> Iterator[str]:
     name = f"places-{uuid.uuid4().hex[:8]}"
@@ -47,7 +52,7 @@ def test_every_key_a_place_writes_has_a_ttl_and_at_most_limit_entries(store, loc
     keys = limited(KeyLayout(prefix).keys("job", "a1", "running"), limit)
     granted = 0
     for n in range(50):
-        if isinstance(store.acquire(keys.lock, f"tok-{n}", 5_000, HOLDER, limit=limit), Grant):
+        if isinstance(store.acquire(keys.lock, f"tok-{n}", 5_000, holder(f"t{n}"), limit=limit), Grant):
             granted += 1
             assert store.release(keys.lock, f"tok-{n}")
     # then three got in (the window keeps their released places), and the key holds three
@@ -63,10 +68,10 @@ def test_a_dead_holders_entry_is_pruned_by_the_next_acquire(store, lock_redis, p
     limit = Limit(2)
     keys = limited(KeyLayout(prefix).keys("job", "b1", "running"), limit)
     # Given a holder whose lease runs out (it stopped renewing), beside a live one
-    assert isinstance(store.acquire(keys.lock, "dead", 50, HOLDER, limit=limit), Grant)
-    assert isinstance(store.acquire(keys.lock, "alive", 60_000, HOLDER, limit=limit), Grant)
+    assert isinstance(store.acquire(keys.lock, "dead", 50, holder("dead"), limit=limit), Grant)
+    assert isinstance(store.acquire(keys.lock, "alive", 60_000, holder("alive"), limit=limit), Grant)
     # When the next acquire comes after its lease, then the dead entry is gone from the hash
-    wait_for(lambda: isinstance(store.acquire(keys.lock, "next", 60_000, HOLDER, limit=limit), Grant), 5,
+    wait_for(lambda: isinstance(store.acquire(keys.lock, "next", 60_000, holder("next"), limit=limit), Grant), 5,
              what="the dead holder's place to free")
     assert sorted(k for k in lock_redis.hkeys(keys.lock) if not k.startswith("~")) == ["alive", "next"]
 

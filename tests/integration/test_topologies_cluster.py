@@ -126,6 +126,8 @@ def test_fences_strictly_increase_across_1000_holders(store):
 
 
 def test_a_keys_places_share_its_slot_and_keep_their_limit_on_the_cluster(store):
+    from dataclasses import replace
+
     from celery_singleton_lock.store.places import Limit, limited
 
     limit = Limit(3, 0)
@@ -135,7 +137,8 @@ def test_a_keys_places_share_its_slot_and_keep_their_limit_on_the_cluster(store)
         assert len({store.client.keyslot(k) for k in (one.lock, one.queued, one.fence)}) == 1
     # When four holders ask for each key, then three get in, and the fourth is told three of three
     for one in keys:
-        outcomes = [store.acquire(one.lock, f"tok-{n}", 5000, HOLDER, limit=limit) for n in range(4)]
+        outcomes = [store.acquire(one.lock, f"tok-{n}", 5000, replace(HOLDER, task_id=f"t{n}"), limit=limit)
+                    for n in range(4)]
         assert [isinstance(o, Grant) for o in outcomes] == [True, True, True, False]
         assert (outcomes[3].held, outcomes[3].limit) == (3, 3)
         assert store.holder(one.lock)["held"] == "3"

@@ -50,7 +50,7 @@ def places_admit_up_to_the_limit_and_the_next_is_told_when_one_frees(bench: Benc
     # with no window to wait for (each place is held by a live run)
     conflict = _refused(bench, keys.lock, _token("x"), limit)
     assert (conflict.held, conflict.limit, conflict.window_ms, conflict.same_token) == (3, 3, None, False)
-    assert conflict.task_id.startswith("task-") and conflict.state == "running"
+    assert conflict.task_id.startswith("task-") and conflict.state == "running" and conflict.holder_token in tokens
     assert 0 < conflict.pttl_ms <= LONG_MS
     # and the same token in another state is its own place, not a new one
     again = bench.backend.acquire(keys.lock, tokens[1], LONG_MS, holder(), state="queued", limit=limit)
@@ -287,3 +287,20 @@ def keys_taken_once_leave_nothing_after_their_windows(bench: Bench) -> None:
     # per store: see the Redis tests and MemoryBackend.keys())
     bench.elapse(window + 50)
     assert all(bench.backend.holder(keys.lock) is None for keys in taken)
+
+
+@check
+def a_second_execution_of_one_task_id_meets_the_first_ones_place(bench: Bench) -> None:
+    limit = Limit(3)
+    keys = _keys(bench, limit)
+    backend = bench.backend
+    # Given an execution of task t holding a place, and free places beside it
+    assert isinstance(backend.acquire(keys.lock, _token("first"), LONG_MS, holder("t"), limit=limit), Grant)
+    # When another delivery of the same message (same task id, its own token) asks, then it
+    # is refused with the first one's place, named by its token: never a second run of one message
+    twin = backend.acquire(keys.lock, _token("second"), LONG_MS, holder("t"), limit=limit)
+    assert isinstance(twin, Conflict), twin
+    assert (twin.task_id, twin.holder_token, twin.same_token) == ("t", _token("first"), False)
+    # and once the first let its place go, the task id may take one again
+    assert backend.release(keys.lock, _token("first"))
+    assert isinstance(backend.acquire(keys.lock, _token("second"), LONG_MS, holder("t"), limit=limit), Grant)

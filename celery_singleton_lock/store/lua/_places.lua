@@ -35,13 +35,20 @@ local function holds(v, now)
   return state ~= 'released' and lease > now
 end
 
--- survey(key, now, token): drop the places that ended, and describe the others.
--- Returns: the value under token (nil when none), how many other places are live, the value
--- and end of the one that frees soonest, the soonest end of a released place (nil: none),
--- and the latest end of any live place (0: none).
-local function survey(key, now, token)
+-- task_of(v): the task id a place's value names (its last field).
+local function task_of(v)
+  return string.match(v, '^%S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ (.*)$')
+end
+
+-- survey(key, now, token[, task]): drop the places that ended, and describe the others.
+-- Returns: the value under token (nil when none), how many other places are live, the value,
+-- end and token of the one that frees soonest, the soonest end of a released place (nil:
+-- none), the latest end of any live place (0: none), and the token and value of another
+-- place held (not released) under the task id task (nil: none; task nil or '': not looked for).
+local function survey(key, now, token, task)
   local all = redis.call('hgetall', key)
-  local mine, count, soon_v, soon_e, window, last = nil, 0, nil, nil, nil, 0
+  local mine, count, soon_v, soon_e, soon_f, window, last = nil, 0, nil, nil, nil, nil, 0
+  local twin_f, twin_v = nil, nil
   for i = 1, #all, 2 do
     local field, v = all[i], all[i + 1]
     if string.byte(field, 1) ~= 126 then -- '~': the key's own fields (~n, ~w)
@@ -57,26 +64,31 @@ local function survey(key, now, token)
         else
           count = count + 1
           if not soon_e or e < soon_e then
-            soon_v, soon_e = v, e
+            soon_v, soon_e, soon_f = v, e, field
           end
-          if string.sub(v, 1, 9) == 'released ' and (not window or e < window) then
-            window = e
+          if string.sub(v, 1, 9) == 'released ' then
+            if not window or e < window then
+              window = e
+            end
+          elseif task and task ~= '' and task_of(v) == task then
+            twin_f, twin_v = field, v
           end
         end
       end
     end
   end
-  return mine, count, soon_v, soon_e, window, last
+  return mine, count, soon_v, soon_e, soon_f, window, last, twin_f, twin_v
 end
 
--- refused(v, e, now, count, window, same): a refusal's reply, {0, value, pttl, held,
--- window ms (-1: none), same token (1/0)}, describing the place v that frees at e.
-local function refused(v, e, now, count, window, same)
+-- refused(v, e, now, count, window, same, field): a refusal's reply, {0, value, pttl, held,
+-- window ms (-1: none), same token (1/0), token}, describing the place v (under the token
+-- field) that frees at e.
+local function refused(v, e, now, count, window, same, field)
   local w = -1
   if window then
     w = window - now
   end
-  return {0, v, e - now, count, w, same}
+  return {0, v, e - now, count, w, same, field}
 end
 
 -- keep_alive(key, ttl): the key lives at least ttl ms more (never shortened).
@@ -88,7 +100,7 @@ end
 
 -- refit(key, now): the key lives exactly as long as its latest place; gone with none left.
 local function refit(key, now)
-  local _, count, _, _, _, last = survey(key, now, '')
+  local _, count, _, _, _, _, last = survey(key, now, '')
   if last <= now then
     redis.call('del', key)
   else

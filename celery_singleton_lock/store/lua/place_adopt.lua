@@ -24,14 +24,14 @@ local state, flags, _, keep = place_parts(queued)
 if state ~= 'queued' then
   if KEYS[1] == KEYS[2] then
     local _, count = survey(KEYS[2], now, ARGV[1])
-    return refused(queued, place_end(queued), now, count, nil, 1)
+    return refused(queued, place_end(queued), now, count, nil, 1, ARGV[1])
   end
   return 2
 end
 if KEYS[1] ~= KEYS[2] then
-  local _, count, soon_v, soon_e, window = survey(KEYS[2], now, ARGV[2])
+  local _, count, soon_v, soon_e, soon_f, window = survey(KEYS[2], now, ARGV[2])
   if count >= tonumber(ARGV[3]) then
-    return refused(soon_v, soon_e, now, count, window, 0)
+    return refused(soon_v, soon_e, now, count, window, 0, soon_f)
   end
 end
 redis.call('hdel', KEYS[1], ARGV[1])
