@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple, Union
 
 from . import headers, signals
+from .limits import call_keys, call_limit
 from .runtime import LockRuntime, runtime_for
 from .store import STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, error_text, new_token
 
@@ -29,7 +30,7 @@ class Attempt:
     """What one execution needs to take its lock."""
 
     __slots__ = ("task", "request", "options", "runtime", "keys", "queued_digest", "token", "enqueue_token",
-                 "after", "holder")
+                 "after", "holder", "limit")
 
     def __init__(self, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         options, argument_key = task.singleton_lock()
@@ -48,7 +49,10 @@ class Attempt:
         # The enqueue lock is the one the message names (the publisher derived it from what this
         # worker receives, so the two agree; if they did not, the named one is still adopted).
         self.queued_digest = headers.enqueue_digest(request, lambda: digest) if self.enqueue_token else digest
-        self.keys = runtime.layout.keys(task.name, digest, options.scope, self.queued_digest)
+        #: How many executions of the key may hold it at once, and how long a place is kept:
+        #: the keys are the key's places unless it is the singleton lock (see :mod:`.limits`).
+        self.limit = call_limit(task.name, options, args, kwargs)
+        self.keys = call_keys(runtime.layout.keys(task.name, digest, options.scope, self.queued_digest), self.limit)
         #: The token of the execution whose self.retry() published this message, if one did.
         self.after: Optional[str] = request.get(headers.AFTER)
         self.holder = Holder(task_id=request.id or "", host=runtime.hostname, pid=os.getpid(),
@@ -68,7 +72,8 @@ class Attempt:
         started = time.monotonic()
         store, keys, ttl_ms = self.runtime.store, self.keys, int(self.options.ttl * 1000)
         if self.enqueue_token:
-            outcome = store.adopt(keys.queued, keys.lock, self.enqueue_token, self.token, ttl_ms, self.holder)
+            outcome = store.adopt(keys.queued, keys.lock, self.enqueue_token, self.token, ttl_ms, self.holder,
+                                  limit=self.limit)
             if isinstance(outcome, NotOurs):
                 self.drop_queue_slot()  # expired or released while queued: guard at run time
             else:
@@ -77,7 +82,7 @@ class Attempt:
                     # under our enqueue token is the self.retry() that will hand it to us.
                     self.drop_queue_slot()
                 return outcome, started
-        return store.acquire(keys.lock, self.token, ttl_ms, self.holder), started
+        return store.acquire(keys.lock, self.token, ttl_ms, self.holder, limit=self.limit), started
 
     def ask_fence(self) -> Optional[int]:
         """The fencing token of this execution's lock; ``None`` when it no longer holds it."""
@@ -92,6 +97,8 @@ class Attempt:
         """Whether the lock is held (or was, a moment ago) by the execution that re-queued this message."""
         if not self.after or conflict.task_id != self.request.id:
             return False
+        if conflict.holder_token is not None:  # one of a key's places, named by its token
+            return conflict.holder_token == self.after
         try:
             token = self.holder_token()
         except STORE_ERRORS:

@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from . import headers, signals
 from .runtime import LockRuntime, peek_runtime, runtime_for
+from .limits import call_keys, call_limit
 from .store import STORE_ERRORS, Completion, Lease, error_text
 
 __all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "release_enqueue_lock", "release_all"]
@@ -105,8 +106,9 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
         runtime = runtime_for(task.app)
         options = task.singleton_lock()[0]
         digest = task.lock_digest(args, kwargs)
-        keys = runtime.layout.keys(task.name, digest, options.scope,
-                                   headers.enqueue_digest(fields, lambda: digest))
+        keys = call_keys(runtime.layout.keys(task.name, digest, options.scope,
+                                             headers.enqueue_digest(fields, lambda: digest)),
+                         call_limit(task.name, options, args, kwargs))
         items = [(keys.lock, fields[headers.TOKEN])]
         enqueue_token = fields.get(headers.ENQUEUE_TOKEN)
         if enqueue_token:  # the child may have died before adopting it
@@ -139,7 +141,9 @@ def release_enqueue_lock(task: Any, task_id: Any, fields: Any, why: str) -> bool
         runtime = runtime_for(task.app)
         digest = headers.enqueue_digest(fields, lambda: task.lock_digest(fields.get("args") or (),
                                                                            fields.get("kwargs") or {}))
-        key = runtime.layout.enqueue(task.name, digest, task.singleton_lock()[0].scope)
+        options = task.singleton_lock()[0]
+        key = call_keys(runtime.layout.keys(task.name, digest, options.scope),
+                        call_limit(task.name, options, fields.get("args") or (), fields.get("kwargs") or {})).queued
         released = runtime.store.release(key, token)
     except Exception as exc:
         logger.warning("singleton lock: %s[%s]: releasing enqueue lock (%s) failed (%s); it expires within "

@@ -52,6 +52,7 @@ from . import headers, signals
 from .arguments import ArgumentKey, is_digest
 from .decisions import PublishUnlocked, Refuse, SkipAtEnqueue
 from .exceptions import ConfigurationError, LockBackendError, UnencodableArgumentError
+from .limits import call_keys, call_limit
 from .policy import ON_LOCKED
 from .runtime import runtime_for
 from .store import STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact
@@ -139,7 +140,8 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
         return publish(task_id or uuid(), {k: call.headers[k] for k in headers.ALL if k in call.headers})  # type: ignore
 
     runtime = runtime_for(task.app)
-    keys = runtime.layout.keys(task.name, digest, options.scope)
+    limit = call_limit(task.name, options, args, kwargs)
+    keys = call_keys(runtime.layout.keys(task.name, digest, options.scope), limit)
     requested_id, task_id = task_id, task_id or uuid()
     token = new_token()
     holder = Holder(task_id=task_id, host=runtime.hostname, pid=os.getpid(), since_ms=int(time.time() * 1000),
@@ -148,7 +150,7 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
     queue_ttl_ms = int((options.queue_ttl + call.delay()) * 1000)
     named = {headers.ENQUEUE_TOKEN: token, headers.ENQUEUE_DIGEST: digest}
     try:
-        outcome = runtime.store.acquire(keys.queued, token, queue_ttl_ms, holder, state="queued")
+        outcome = runtime.store.acquire(keys.queued, token, queue_ttl_ms, holder, state="queued", limit=limit)
     except STORE_ERRORS as exc:
         # The ask may still land (a paused or slow store runs it when it answers again): the
         # message names its token, so the worker adopts that lock if it exists, or guards the run.

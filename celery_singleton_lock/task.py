@@ -26,6 +26,7 @@ from celery import Task
 from . import headers
 from .arguments import ArgumentKey, LockKeySpec
 from .handle import ExecutionLock
+from .limits import refuse_unsupported
 from .options import LockOptions, refuse_unknown_options, resolve_options
 from .settings import resolve_settings
 from .publish import CallOptions, publish_locked
@@ -63,6 +64,8 @@ class LockedTask(Task):
     lock_retry_max: Optional[int] = None
     lock_wait_timeout: Optional[float] = None
     on_lock_error: Optional[str] = None
+    lock_limit: Any = None
+    lock_window: Optional[float] = None
 
     _singleton_lock_resolved: ClassVar[Optional[Tuple[Any, LockOptions, ArgumentKey]]] = None
 
@@ -79,9 +82,10 @@ class LockedTask(Task):
 
     @classmethod
     def _resolve_singleton_lock(cls, app: Any) -> Tuple[LockOptions, ArgumentKey]:
-        resolve_settings(app.conf)  # the app's lock settings too: a wrong URL or prefix fails now, not per task
+        settings = resolve_settings(app.conf)  # the app's lock settings too: a wrong URL or prefix fails now
         refuse_unknown_options(cls.name, _own_attributes(cls), _class_names())
         options = resolve_options(cls.name, lambda attr: getattr(cls, attr, None), app.conf)
+        refuse_unsupported(cls.name, options, settings)
         argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key)
         cls._singleton_lock_resolved = (app, options, argument_key)
         return options, argument_key

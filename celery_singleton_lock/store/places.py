@@ -61,7 +61,8 @@ from .backend import Conflict, Holder
 from .keys import LockKeys
 
 __all__ = ["Limit", "SINGLETON", "SUFFIX", "is_places", "places_key", "limited", "tail", "decode", "conflict",
-           "split", "merge", "state_of", "QUORUM_LIMIT", "refuse_limit"]
+           "split", "merge", "state_of", "QUORUM_LIMIT", "refuse_limit",
+           "keeps_one_place"]
 
 #: What a places key's name ends with.
 SUFFIX = ":places"
@@ -176,6 +177,14 @@ QUORUM_LIMIT = ("a quorum of independent Redis masters cannot keep lock_limit > 
                 "it saw, different masters admit different holders, and more than lock_limit of them can each "
                 "win a majority (with 3 masters and a limit of 3, four holders can each hold 2 of 3); "
                 "use one Redis, Sentinel or a Redis Cluster for lock_limit > 1 (lock_window works on a quorum)")
+
+
+def keeps_one_place(url: Any, backend: Any) -> bool:
+    """Whether the store a lock URL (or a list of them) or a store object names keeps one place
+    per key at most: a quorum of masters (:data:`QUORUM_LIMIT`)."""
+    from .quorum import QuorumBackend
+
+    return isinstance(backend, QuorumBackend) or (isinstance(url, (list, tuple)) and len(url) > 1)
 
 
 def refuse_limit(limit: Optional[Limit]) -> None:
