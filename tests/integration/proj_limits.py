@@ -1,0 +1,51 @@
+"""The test app of :mod:`tests.integration.proj`, with tasks under a limit or a window.
+
+Each body records its interval and, as ``asked``, the time its execution began asking
+for a place (a ``task_prerun`` receiver: before the acquire), so a test can bound when
+each place was granted: between ``asked`` and ``start``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from celery.signals import task_prerun
+
+from celery_singleton_lock import LockedTask
+from tests.integration.proj import *  # noqa: F401,F403 - the tasks
+from tests.integration.proj import _fence, app, events
+
+_asked = {}
+
+
+@task_prerun.connect(dispatch_uid="proj_limits.asked")
+def _note_asked(task_id=None, **_):
+    _asked[task_id] = time.time()
+
+
+def _limited_body(task, key, duration: float) -> None:
+    started = time.time()
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        time.sleep(min(0.02, max(deadline - time.monotonic(), 0)))
+    events().rpush("intervals", json.dumps(dict(
+        task=task.name, id=task.request.id, pid=os.getpid(), key=key, start=started, end=time.time(),
+        asked=_asked.pop(task.request.id, started), fence=_fence(task), retries=task.request.get("retries"))))
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=3, on_locked="retry", lock_retry_delay=0.2)
+def limited(self, key, seq=0, duration=0.6):
+    _limited_body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=5, lock_window=2, on_locked="retry",
+          lock_retry_delay=60)
+def windowed(self, key, seq=0, duration=0.0):
+    _limited_body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_ttl=30)
+def limited_long(self, key, seq=0, duration=30.0):
+    _limited_body(self, key, duration)

@@ -1,0 +1,125 @@
+"""``lock_limit`` and ``lock_window`` through real prefork workers, judged from what the bodies recorded.
+
+Given two workers and storms of calls over several keys, the bodies record their intervals
+(and when their execution began asking for its place); the tests count, per key, how many
+ran at once and how many started within a window.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import defaultdict
+from typing import Dict, List
+
+import pytest
+
+from tests.integration.helpers import lock_keys, records
+from tests.support.waits import wait_for
+
+APP = "tests.integration.proj_limits"
+
+
+@pytest.fixture
+def limits_proj(proj):
+    import tests.integration.proj_limits as module
+
+    return module
+
+
+def _by_key(intervals: List[dict]) -> Dict[str, List[dict]]:
+    grouped: Dict[str, List[dict]] = defaultdict(list)
+    for entry in intervals:
+        grouped[entry["key"]].append(entry)
+    return grouped
+
+
+def _most_at_once(entries: List[dict]) -> int:
+    edges = sorted([(e["start"], 1) for e in entries] + [(e["end"], -1) for e in entries])
+    most = running = 0
+    for _, step in edges:  # an end before a start at the same instant: sorted -1 first
+        running += step
+        most = max(most, running)
+    return most
+
+
+def _settle(results, timeout: float) -> None:
+    wait_for(lambda: all(r.ready() for r in results), timeout, interval=0.2, what="every call to finish")
+    for result in results:
+        result.get(timeout=5)
+
+
+def test_a_storm_over_10_keys_never_runs_more_than_3_of_a_key_and_reaches_3(limits_proj, start_worker,
+                                                                            events_redis, lock_redis):
+    # Given two prefork workers of four processes each
+    for _ in range(2):
+        start_worker(concurrency=4, app=APP)
+    # When 10 keys get 5 calls each, each key's calls back to back
+    calls = [(f"k{k}", n) for k in range(10) for n in range(5)]
+    results = [limits_proj.limited.delay(key, seq=n) for key, n in calls]
+    _settle(results, 120)
+    # then every call ran (the duplicates were re-queued until a place freed)
+    intervals = records(events_redis)
+    assert sorted((e["key"] for e in intervals)) == sorted(key for key, _ in calls)
+    # and no key ever had more than 3 bodies running at once, and some key had 3
+    most = {key: _most_at_once(entries) for key, entries in _by_key(intervals).items()}
+    assert max(most.values()) == 3, most
+    # and a holder that began asking after another holder of its key had finished has a larger fence
+    for entries in _by_key(intervals).values():
+        assert all(a["fence"] < b["fence"] for a in entries for b in entries if a["end"] <= b["asked"])
+        assert len({e["fence"] for e in entries}) == len(entries)
+    # and every place is given back: nothing left but bookkeeping
+    wait_for(lambda: not lock_keys(lock_redis), 10, what="every places key to go")
+
+
+def _violations(entries: List[dict], limit: int, window: float) -> List[List[dict]]:
+    """Sets of more than ``limit`` calls whose places were granted within ``window`` seconds: a place
+    is granted between ``asked`` and ``start``, so limit + 1 calls whose latest start is less than
+    ``window`` after their earliest ask were granted closer together than the window allows."""
+    ordered = sorted(entries, key=lambda e: e["start"])
+    found = []
+    for last in range(len(ordered)):
+        inside = [e for e in ordered[:last + 1] if ordered[last]["start"] - e["asked"] < window]
+        if len(inside) > limit:
+            found.append(inside)
+    return found
+
+
+def test_a_window_of_2s_never_starts_more_than_5_of_a_key_and_starts_5_in_some(limits_proj, start_worker,
+                                                                                 events_redis):
+    for _ in range(2):
+        start_worker(concurrency=4, app=APP)
+    # When 3 keys get 12 near-instant calls each (lock_retry_delay is 60 s: only the window's
+    # end brings a re-queued call back in time)
+    calls = [(f"w{k}", n) for k in range(3) for n in range(12)]
+    results = [limits_proj.windowed.delay(key, seq=n) for key, n in calls]
+    _settle(results, 60)
+    intervals = records(events_redis)
+    assert len(intervals) == len(calls)
+    for key, entries in _by_key(intervals).items():
+        # then no more than 5 of a key were granted in any 2 s span
+        assert _violations(entries, 5, 2.0) == [], key
+        # and 5 started in some 2 s span
+        starts = sorted(e["start"] for e in entries)
+        assert any(b - a < 2.0 for a, b in zip(starts, starts[4:])), (key, starts)
+        # and the re-queued calls came back just after a window's end, not lock_retry_delay later
+        assert max(starts) - min(starts) < 12, (key, starts)
+
+
+def test_a_killed_child_frees_its_place_at_once(limits_proj, start_worker, events_redis, lock_redis):
+    worker = start_worker(concurrency=2, app=APP)
+    # Given two long runs holding both places of a key
+    first = [limits_proj.limited_long.delay("kk", seq=n) for n in range(2)]
+    wait_for(lambda: len(worker.children()) == 2 and _held(lock_redis) == 2, 20, what="both places taken")
+    # When one pool child is killed
+    os.kill(worker.children()[0], signal.SIGKILL)
+    # then its place is given back by the worker's main process, long before its ttl (30 s)
+    wait_for(lambda: _held(lock_redis) == 1, 5, what="the killed child's place to free")
+    for result in first:
+        result.revoke(terminate=True)
+
+
+def _held(lock_redis) -> int:
+    keys = lock_keys(lock_redis)
+    return sum(1 for key in keys for field, value in lock_redis.hgetall(key).items()
+               if not field.startswith("~") and not value.startswith("released "))
