@@ -68,7 +68,7 @@ class ClusterBackend(RedisBackend):
         """One ``PLACE_RENEW`` per key (a key's places share its slot), pipelined per master."""
         if not items:
             return []
-        replies = self._batched(self._places.renew_script, [redis_places.renew_args([item]) for item in items])
+        replies = self._batched(self._places.renew_script, [places.renew_args([item]) for item in items])
         return [reply[0] for reply in replies]
 
     def _renew_locks(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:

@@ -57,11 +57,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from . import record
 from .backend import Conflict, Holder
 from .keys import LockKeys
 
 __all__ = ["Limit", "SINGLETON", "SUFFIX", "is_places", "places_key", "limited", "tail", "decode", "conflict",
-           "split", "merge", "state_of", "QUORUM_LIMIT", "refuse_limit",
+           "split", "merge", "state_of", "text", "renew_args", "QUORUM_LIMIT", "refuse_limit",
            "keeps_one_place"]
 
 #: What a places key's name ends with.
@@ -114,18 +115,13 @@ def limited(keys: LockKeys, limit: Optional[Limit]) -> LockKeys:
 
 def tail(ttl_ms: int, holder: Holder) -> str:
     """The part of a place's value after its clock fields: who holds it (see :mod:`.record`)."""
-    from .record import _word
     return " ".join((str(int(holder.heartbeat_ms)), str(int(ttl_ms)), str(int(holder.since_ms)),
-                     str(int(holder.pid)), _word(holder.host), holder.task_id))
+                     str(int(holder.pid)), record.word(holder.host), holder.task_id))
 
 
 def decode(value: Any) -> Dict[str, str]:
     """A place's fields by name (``''`` for those a short value lacks); ``redelivered`` is ``'1'`` or ``''``."""
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    parts = text.split(" ", len(FIELDS) - 1)
-    fields = dict(zip(FIELDS, parts + [""] * (len(FIELDS) - len(parts))))
-    fields["redelivered"] = "1" if "r" in fields.pop("flags") else ""
-    return fields
+    return record.decode(value, FIELDS)
 
 
 def state_of(value: Any) -> str:
@@ -149,10 +145,11 @@ def conflict(reply: Sequence[Any], token: Optional[str], limit: int) -> Conflict
                     heartbeat_ms=_int(fields["hb"]), state=fields["state"],
                     same_token=token is not None and int(same) == 1,
                     held=int(held), limit=limit, window_ms=window_ms if window_ms >= 0 else None,
-                    holder_token=_text(holder_token))
+                    holder_token=text(holder_token))
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """A reply as text (redis-py answers bytes unless told to decode)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
@@ -161,6 +158,15 @@ def split(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[int], List[int]]:
     plain = [i for i, item in enumerate(items) if not is_places(item[0])]
     placed = [i for i, item in enumerate(items) if is_places(item[0])]
     return plain, placed
+
+
+def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
+    """RENEW's and PLACE_RENEW's KEYS and ARGV for ``(key, token, ttl_ms[, heartbeat_ms])`` items
+    (heartbeat defaults to a third of the ttl, as a task's does)."""
+    keys = [item[0] for item in items]
+    args = ([item[1] for item in items] + [item[2] for item in items]
+            + [item[3] if len(item) > 3 else item[2] // 3 for item in items])
+    return keys, args
 
 
 def merge(size: int, *parts: Tuple[List[int], Sequence[Any]]) -> List[bool]:

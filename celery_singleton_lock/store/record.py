@@ -17,7 +17,7 @@ after a restart carries its first five fields only.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from .backend import Conflict, Holder
 
@@ -33,6 +33,10 @@ def _word(value: Any) -> str:
     return _SPACE.sub("_", str(value)) or "-"
 
 
+#: A field as a lock's (or a place's) value writes it.
+word = _word
+
+
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
     return " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
                      str(int(holder.since_ms)), str(int(holder.pid)), _word(holder.host), holder.task_id))
@@ -44,11 +48,12 @@ def head(token: str, state: str) -> str:
     return f"{_word(token)} {state} -"
 
 
-def decode(value: Any) -> Dict[str, str]:
-    """The fields by name (``''`` for one a short value lacks); ``redelivered`` is ``'1'`` or ``''``."""
+def decode(value: Any, names: Sequence[str] = FIELDS) -> Dict[str, str]:
+    """The fields by name (``''`` for one a short value lacks); ``redelivered`` is ``'1'`` or ``''``.
+    ``names``: the fields in the value's order, the last one taking the rest (a place's differ)."""
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    parts = text.split(" ", len(FIELDS) - 1)
-    fields = dict(zip(FIELDS, parts + [""] * (len(FIELDS) - len(parts))))
+    parts = text.split(" ", len(names) - 1)
+    fields = dict(zip(names, parts + [""] * (len(names) - len(parts))))
     fields["redelivered"] = "1" if "r" in fields.pop("flags") else ""
     return fields
 

@@ -22,7 +22,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from . import places, record, scripts
-from .places import Limit
+from .places import Limit, renew_args
 from .redis_places import RedisPlaces
 from .direct import direct_for
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
@@ -52,15 +52,6 @@ def release_call(key: str, token: str, completion: Optional[Completion]) -> Tupl
 def floor_arg(fence_floor: int) -> Tuple[int, ...]:
     """The optional fencing floor ARGV (a quorum's proposal); nothing when there is none."""
     return (int(fence_floor),) if fence_floor > 0 else ()
-
-
-def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
-    """RENEW's KEYS and ARGV for ``(key, token, ttl_ms[, heartbeat_ms])`` items (heartbeat
-    defaults to a third of the ttl, as a task's does)."""
-    keys = [item[0] for item in items]
-    args = ([item[1] for item in items] + [item[2] for item in items]
-            + [item[3] if len(item) > 3 else item[2] // 3 for item in items])
-    return keys, args
 
 
 def adopt_call(queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,

@@ -13,7 +13,7 @@ from . import places, scripts
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .places import Limit
 
-__all__ = ["RedisPlaces", "answer", "release_call", "renew_args", "holder_info"]
+__all__ = ["RedisPlaces", "answer", "release_call", "holder_info"]
 
 #: One script call: the registered script, its KEYS and its ARGV.
 Call = Tuple[Any, Tuple[Any, ...], Tuple[Any, ...]]
@@ -35,14 +35,6 @@ def release_call(key: str, token: str, completion: Optional[Completion]) -> Tupl
         return (key,), (token,)
     return (key, completion.done_key), (token, completion.task_id, completion.remember_ms,
                                         1 if completion.always else 0)
-
-
-def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
-    """PLACE_RENEW's KEYS and ARGV (the same layout as RENEW's)."""
-    keys = [item[0] for item in items]
-    args = ([item[1] for item in items] + [item[2] for item in items]
-            + [item[3] if len(item) > 3 else item[2] // 3 for item in items])
-    return keys, args
 
 
 class RedisPlaces:
@@ -101,7 +93,7 @@ class RedisPlaces:
         return bool(self._run(self.await_script, (key,), ()))
 
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:
-        keys, args = renew_args(items)
+        keys, args = places.renew_args(items)
         return list(self._run(self.renew_script, keys, args))
 
     def holder(self, key: str) -> Optional[Dict[str, str]]:
@@ -114,7 +106,7 @@ def holder_info(fields: Dict[Any, Any], now_ms: int) -> Optional[Dict[str, str]]
     """The live place that frees soonest, for diagnostics, with ``pttl`` (until it frees),
     ``held`` (live places) and ``limit``; ``None`` when no place is live. ``fields`` is the
     key's HGETALL, ``now_ms`` the server's clock."""
-    decoded = {_text(f): places.decode(v) for f, v in fields.items() if not _text(f).startswith("~")}
+    decoded = {places.text(f): places.decode(v) for f, v in fields.items() if not places.text(f).startswith("~")}
     live = []
     for token, info in decoded.items():
         lease, keep = int(info["lease_end"] or 0), int(info["keep_until"] or 0)
@@ -124,9 +116,5 @@ def holder_info(fields: Dict[Any, Any], now_ms: int) -> Optional[Dict[str, str]]
     if not live:
         return None
     ends, token, info = min(live)
-    limit = _text(fields.get(b"~n", fields.get("~n", b"1")))
+    limit = places.text(fields.get(b"~n", fields.get("~n", b"1")))
     return dict(info, token=token, pttl=str(ends - now_ms), held=str(len(live)), limit=limit)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

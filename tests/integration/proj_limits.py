@@ -49,3 +49,20 @@ def windowed(self, key, seq=0, duration=0.0):
 @app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_ttl=30)
 def limited_long(self, key, seq=0, duration=30.0):
     _limited_body(self, key, duration)
+
+
+#: The README's recipe for a beat job that two beat processes publish: a window a little under the
+#: schedule's period keeps the second publish of a tick out, and lets the next tick in.
+PERIOD = 2.0
+
+
+@app.task(base=LockedTask, bind=True, lock_scope="queued_or_running", lock_window=0.9 * PERIOD)
+def ticked(self, duration=0.0):
+    _limited_body(self, "tick", duration)
+
+
+if os.environ.get("CSL_TICK_DURATION") is not None:
+    app.conf.beat_schedule = {
+        "tick": {"task": "tests.integration.proj_limits.ticked", "schedule": PERIOD,
+                 "kwargs": {"duration": float(os.environ["CSL_TICK_DURATION"])}},
+    }

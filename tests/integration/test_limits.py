@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import defaultdict
 from typing import Dict, List
 
@@ -123,3 +124,33 @@ def _held(lock_redis) -> int:
     keys = lock_keys(lock_redis)
     return sum(1 for key in keys for field, value in lock_redis.hgetall(key).items()
                if not field.startswith("~") and not value.startswith("released "))
+
+
+def _sent(beat) -> int:
+    return beat.log().count("Sending due task tick")
+
+
+@pytest.mark.parametrize("duration", [0.0, 3.0], ids=["instant-body", "body-longer-than-the-period"])
+def test_two_beats_a_tick_apart_run_the_job_once_per_tick(limits_proj, start_worker, events_redis, duration):
+    # Given a worker and two beat processes with the same 2 s interval schedule (separate schedule
+    # files), the second started 0.7 s after the first, both publishing the recipe's job
+    start_worker(concurrency=4, app=APP)
+    env = {"CSL_TICK_DURATION": str(duration)}
+    first = start_worker.beat(env=env, app=APP)
+    time.sleep(0.7)  # the offset under test, not a wait for anything
+    second = start_worker.beat(env=env, app=APP)
+    # When both have published for a while (each tick twice)
+    wait_for(lambda: _sent(second) >= 6, 30, interval=0.2, what="six ticks of the second beat")
+    first.stop()
+    second.stop()
+    ticks = _sent(first)
+    wait_for(lambda: all(e["end"] for e in records(events_redis)), 10, what="the last run to end")
+    starts = sorted(e["start"] for e in records(events_redis))
+    # then no tick ran twice: runs are a period apart (less the beats' jitter), never two per tick
+    assert all(b - a > 0.9 * limits_proj.PERIOD for a, b in zip(starts, starts[1:])), starts
+    if duration < limits_proj.PERIOD:
+        # and every tick ran once (the first beat's ticks; the last may still have been on its way)
+        assert ticks - 1 <= len(starts) <= ticks, (ticks, starts)
+    else:
+        # and a run that outlasts the period skips the ticks it covers: one run per tick it starts in
+        assert len(starts) >= ticks // 2 - 1, (ticks, starts)
