@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Iterator, List
 
 import pytest
@@ -181,3 +182,51 @@ def test_a_retry_under_a_window_aims_just_after_its_end():
     assert all(2.0 < c <= 2.2 for c in countdowns)
     assert len(set(countdowns)) > 100  # jittered
     assert window_countdown(_conflict(None)) is None and window_countdown(None) is None
+
+
+def test_wait_is_woken_by_a_windows_end():
+    store = MemoryBackend()
+    app = _app(store)
+    ran: List[float] = []
+
+    @app.task(base=LockedTask, shared=False, lock_window=0.3, on_locked="wait", lock_wait_timeout=10)
+    def job(x):
+        ran.append(time.monotonic())
+
+    # Given a run whose window still holds its key, when the same call comes with on_locked="wait"
+    job.apply((1,)).get()
+    job.apply((1,)).get()
+    # then it runs as soon as the window has ended, not after lock_wait_timeout
+    assert len(ran) == 2 and 0.25 <= ran[1] - ran[0] < 2.0
+
+
+def test_wait_is_woken_by_any_holders_release():
+    store = MemoryBackend()
+    app = _app(store)
+    gates = {1: threading.Event(), 2: threading.Event()}
+    entered = threading.Semaphore(0)
+    ran: List[int] = []
+
+    @app.task(base=LockedTask, shared=False, lock_key=("k",), lock_limit=2, on_locked="wait", lock_wait_timeout=10)
+    def job(k, n):
+        entered.release()
+        if n in gates:
+            gates[n].wait(10)
+        ran.append(n)
+
+    # Given both places of a key held by runs that wait on their gates
+    holders = [threading.Thread(target=lambda n=n: job.apply(("k", n)).get()) for n in (1, 2)]
+    for thread in holders:
+        thread.start()
+    for _ in range(2):
+        assert entered.acquire(timeout=10)
+    # When a third call waits, and the second holder (not the first) lets go
+    waiter = threading.Thread(target=lambda: job.apply(("k", 3)).get())
+    waiter.start()
+    gates[2].set()
+    # then the waiter runs at once, while the first still holds its place
+    waiter.join(5)
+    assert ran[-1] == 3 and 1 not in ran
+    gates[1].set()
+    for thread in holders:
+        thread.join(10)
