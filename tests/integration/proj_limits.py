@@ -51,6 +51,16 @@ def limited_long(self, key, seq=0, duration=30.0):
     _limited_body(self, key, duration)
 
 
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_scope="queued_or_running")
+def qor_limited(self, key, seq=0, duration=1.0):
+    _limited_body(self, key, duration)
+
+
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_scope="queued", lock_retry_delay=0.2)
+def queued_limited(self, key, seq=0, duration=2.0):
+    _limited_body(self, key, duration)
+
+
 #: The README's recipe for a beat job that two beat processes publish: a window a little under the
 #: schedule's period keeps the second publish of a tick out, and lets the next tick in.
 PERIOD = 2.0

@@ -154,3 +154,38 @@ def test_two_beats_a_tick_apart_run_the_job_once_per_tick(limits_proj, start_wor
     else:
         # and a run that outlasts the period skips the ticks it covers: one run per tick it starts in
         assert len(starts) >= ticks // 2 - 1, (ticks, starts)
+
+
+def test_queued_or_running_counts_calls_from_publish_to_end(limits_proj, start_worker, events_redis, lock_redis):
+    # Given no worker yet, when five calls of one key are published under lock_limit=2
+    results = [limits_proj.qor_limited.delay("q", seq=n) for n in range(5)]
+    # then two are published, and the other three answer with a holder's result, publishing nothing
+    published = {r.id for r in results[:2]}
+    assert all(r.id in published for r in results[2:])
+    start_worker(concurrency=4, app=APP)
+    _settle(results[:2], 30)
+    assert len(records(events_redis)) == 2
+    wait_for(lambda: not lock_keys(lock_redis), 10, what="every places key to go")
+
+
+def test_queued_lets_up_to_the_limit_wait_beside_up_to_the_limit_running(limits_proj, start_worker, events_redis):
+    # Given no worker yet, when four calls of one key are published under lock_limit=2
+    first = [limits_proj.queued_limited.delay("k", seq=n) for n in range(4)]
+    # then two wait in the queue; the others were skipped at enqueue
+    assert len({r.id for r in first}) == 2
+    # When a worker runs the two, and four more are published while they run
+    start_worker(concurrency=4, app=APP)
+    wait_for(lambda: len(records(events_redis, "intervals")) == 0 and _places_running(limits_proj), 20,
+             what="both to run")
+    second = [limits_proj.queued_limited.delay("k", seq=n) for n in range(4, 8)]
+    # then two more queue beside the two running, and every queued call runs in the end
+    assert len({r.id for r in second}) == 2
+    _settle(first + second, 60)
+    intervals = records(events_redis)
+    assert len(intervals) == 4
+    assert _most_at_once(intervals) <= 2
+
+
+def _places_running(limits_proj) -> bool:
+    workers = limits_proj.app.control.inspect(timeout=0.5).active() or {}
+    return sum(len(tasks) for tasks in workers.values()) == 2
