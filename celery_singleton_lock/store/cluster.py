@@ -33,6 +33,7 @@ class ClusterBackend(RedisBackend):
     """A :class:`RedisBackend` over a ``redis.cluster.RedisCluster`` client."""
 
     client: RedisCluster
+    pipelined_renewals = False
 
     def _batched(self, script: Any, calls: Sequence[Tuple[Sequence[str], Sequence[Any]]]) -> List[Any]:
         """One script call per entry (each within one slot), pipelined per master.

@@ -46,6 +46,8 @@ class ReplicaAckError(redis.exceptions.ConnectionError):
 class ReplicaAckBackend(RedisBackend):
     """A :class:`RedisBackend` whose acquires are acknowledged by ``replicas`` replicas (``WAIT``)."""
 
+    pipelined_renewals = False
+
     def __init__(self, client: Any, grants: Any = None, *, replicas: int = 1, timeout: float = 1.0) -> None:
         super().__init__(client, grants)
         if replicas < 1:
