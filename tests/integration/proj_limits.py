@@ -51,6 +51,11 @@ def limited_long(self, key, seq=0, duration=30.0):
     _limited_body(self, key, duration)
 
 
+@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_ttl=3, lock_heartbeat=1)
+def limited_short_ttl(self, key, seq=0, duration=30.0):
+    _limited_body(self, key, duration)
+
+
 @app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_scope="queued_or_running")
 def qor_limited(self, key, seq=0, duration=1.0):
     _limited_body(self, key, duration)

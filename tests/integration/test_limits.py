@@ -189,3 +189,15 @@ def test_queued_lets_up_to_the_limit_wait_beside_up_to_the_limit_running(limits_
 def _places_running(limits_proj) -> bool:
     workers = limits_proj.app.control.inspect(timeout=0.5).active() or {}
     return sum(len(tasks) for tasks in workers.values()) == 2
+
+
+def test_a_killed_worker_frees_its_places_within_lock_ttl(limits_proj, start_worker, lock_redis):
+    worker = start_worker(concurrency=2, app=APP)
+    # Given both places of a key held by a worker's long runs (lock_ttl 3 s)
+    results = [limits_proj.limited_short_ttl.delay("kw", seq=n) for n in range(2)]
+    wait_for(lambda: _held(lock_redis) == 2, 20, what="both places taken")
+    # When the whole worker is killed (nobody is left to release)
+    worker.kill()
+    # then both places free once their leases run out, within lock_ttl
+    wait_for(lambda: _held(lock_redis) == 0, 3 + 1, interval=0.05, what="the dead worker's places to free")
+    assert len(results) == 2
