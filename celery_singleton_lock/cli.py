@@ -116,6 +116,14 @@ def _flags(record: LockRecord) -> str:
     return ",".join(names) or "-"
 
 
+def _state(record: LockRecord) -> str:
+    """The state, and for a place of a key with a limit or a window: ``k of N``, and the window left."""
+    if record.limit is None:
+        return record.state
+    window = f", window {_duration(record.window_ms)}" if record.window_ms else ""
+    return f"{record.state} ({record.held} of {record.limit}{window})"
+
+
 def _public(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
     data = record.as_dict()
     if not with_token:
@@ -125,7 +133,7 @@ def _public(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
 
 def _table(records: Sequence[LockRecord]) -> str:
     header = ("TASK", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS")
-    rows = [(r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), r.state,
+    rows = [(r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), _state(r),
              r.task_id or "?", r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms),
              _flags(r)) for r in records]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
@@ -181,7 +189,7 @@ def show(ctx: click.Context, key: str, as_json: bool) -> None:
         click.echo(json.dumps(_public(record, with_token=True), indent=2))
         return
     for label, value in (
-        ("key", record.key), ("task", record.task), ("digest", record.digest), ("state", record.state),
+        ("key", record.key), ("task", record.task), ("digest", record.digest), ("state", _state(record)),
         ("holder task id", record.task_id or "?"), ("host", record.host or "?"), ("pid", record.pid or "?"),
         ("age", _duration(record.age_ms) + " (by the holder's clock)"),
         ("lease", _duration(record.ttl_ms)), ("ttl left", _duration(record.pttl_ms)),

@@ -29,6 +29,8 @@ from .backend import LockBackend
 from .redis_backend import Client
 from .keys import KeyLayout
 from . import record as lock_value
+from .admin_places import place_records
+from .places import is_places
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
            "STALE_HEARTBEATS"]
@@ -90,6 +92,9 @@ class LockRecord:
     stale: bool               # a running lock whose holder has stopped renewing it
     lost: bool                # its holder process is known to be gone (same host, pid not running)
     reason: str               # one sentence: why the flags are what they are
+    held: Optional[int] = None       # a place of a key with a limit or a window: places taken...
+    limit: Optional[int] = None      # ... of how many (see admin_places.py)
+    window_ms: Optional[int] = None  # how long its window still keeps the place
 
     @property
     def live(self) -> bool:
@@ -113,6 +118,8 @@ def _pid_running(pid: int) -> bool:
 def _judge(state: str, ttl_ms: Optional[int], pttl_ms: int, heartbeat_ms: Optional[int], host: str,
            pid: Optional[int], local_host: str) -> Tuple[Optional[int], bool, bool, str]:
     """``(since_renewal_ms, stale, lost, reason)`` for one lock."""
+    if state == "released":
+        return None, False, False, f"released: its window keeps the place {pttl_ms / 1000:.1f}s more"
     if state == "queued":
         # Nobody renews an enqueue lock: it lives lock_queue_ttl while its message waits.
         return None, False, False, f"enqueue lock: its message waits in the queue (expires in {pttl_ms / 1000:.1f}s)"
@@ -169,6 +176,9 @@ def _read_batch(client: Client, layout: KeyLayout, keys: List[str],
     found = []
     for index, key in enumerate(keys):
         value, pttl = replies[2 * index], replies[2 * index + 1]
+        if isinstance(value, Exception) and is_places(key):
+            found.extend(place_records(client, layout, key, now_ms, local_host, _record))
+            continue
         if isinstance(value, Exception) or value is None or isinstance(pttl, Exception) or pttl == -2:
             continue  # gone since the SCAN saw it, or not a lock
         record = _record(layout, key, lock_value.decode(value), int(pttl), now_ms, local_host)

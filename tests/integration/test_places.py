@@ -104,3 +104,34 @@ def test_100000_distinct_keys_taken_once_leave_nothing_after_their_windows(store
     # and when the windows have passed, nothing but the bookkeeping (the fencing counters) is left
     wait_for(lambda: not _left(lock_redis, prefix), 30, interval=0.5, what="every place key to expire")
     assert len(list(lock_redis.scan_iter(match=f"{prefix}:*", count=10_000))) <= 16
+
+
+def test_celery_locks_lists_each_place_as_k_of_n_with_its_window(proj, store):
+    import json
+    import os
+    import socket
+
+    from tests.integration.test_cli import run_cli
+
+    # Given a key with three places and a minute's window: two held by live holders, one released
+    limit = Limit(3, 60_000)
+    keys = limited(KeyLayout("csltest").keys("tests.integration.proj.storm", "ab" * 16, "running"), limit)
+    for n in range(3):
+        alive = Holder(task_id=f"t{n}", host=socket.gethostname(), pid=os.getpid(), since_ms=n,
+                       heartbeat_ms=20_000)
+        assert isinstance(store.acquire(keys.lock, f"tok-{n}", 60_000, alive, limit=limit), Grant)
+    assert store.release(keys.lock, "tok-0")
+    # When an operator lists the locks
+    proc = run_cli("list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(proc.stdout)
+    # then each place is a record of its own: three of three taken, the window's time left on each
+    assert sorted(r["state"] for r in listed) == ["released", "running", "running"]
+    assert {(r["held"], r["limit"]) for r in listed} == {(3, 3)}
+    assert all(50_000 < r["window_ms"] <= 60_000 for r in listed)
+    assert all(r["key"] == keys.lock and not r["stale"] for r in listed)
+    table = run_cli("list").stdout
+    assert "running (3 of 3, window" in table and "released (3 of 3, window" in table
+    # and clearing the stale ones leaves the live holders (and the window) alone
+    assert run_cli("clear", "--stale").returncode == 0
+    assert len(json.loads(run_cli("list", "--json").stdout)) == 3
