@@ -161,11 +161,20 @@ class Attempt:
                     conflict.host or "?", conflict.pid if conflict.pid is not None else "?")
 
     def conflict(self, holder: Optional[Conflict], action: str) -> None:
-        """Log the duplicate and send ``lock_conflict`` (``holder`` ``None``: its first delivery ran)."""
+        """Log the duplicate and send ``lock_conflict`` (``holder`` ``None``: its first delivery ran); a
+        key with places says how many are taken and when the soonest frees."""
         task_id = holder.task_id if holder is not None else self.request.id
-        logger.info("singleton lock: %s[%s] is a duplicate (%s): key %s held by %s on %s pid %s",
+        logger.info("singleton lock: %s[%s] is a duplicate (%s): key %s held by %s on %s pid %s%s",
                     self.task.name, self.request.id, action, self.keys.lock, task_id or "?",
                     (holder.host if holder else "") or "?",
-                    holder.pid if holder is not None and holder.pid is not None else "?")
+                    holder.pid if holder is not None and holder.pid is not None else "?", _places(holder))
         signals.lock_conflict.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
                                    holder=task_id, action=action, at="run")
+
+
+def _places(holder: Optional[Conflict]) -> str:
+    """What a refusal of one of a key's places adds to the log line (nothing for a singleton lock)."""
+    if holder is None or (holder.limit == 1 and holder.window_ms is None and holder.holder_token is None):
+        return ""
+    window = f", a window frees one in {holder.window_ms / 1000:.1f}s" if holder.window_ms is not None else ""
+    return f" ({holder.held} of {holder.limit} places taken{window}; the soonest frees in {holder.pttl_ms / 1000:.1f}s)"

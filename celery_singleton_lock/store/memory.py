@@ -4,7 +4,8 @@ It follows the same contract as the Redis backends, which the shared contract
 tests check against both: tokens compared on every change, TTLs that run out on
 an injectable clock, fencing counters handed out to holders on demand, enqueue locks adopted by token,
 completions remembered for a while, release announcements a waiter can block
-on, and keys with a limit or a window as rooms of places (:mod:`.memory_places`). One instance is one lock store: every thread (and every app) handed the same
+on, and keys with a limit or a window as rooms of places (:mod:`.memory_places`).
+One instance is one lock store: every thread (and every app) handed the same
 instance sees the same locks; nothing is shared between instances.
 
 Use it in a test instead of a Redis URL::
