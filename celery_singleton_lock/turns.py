@@ -104,9 +104,18 @@ class RedeliveryGuard:
                 now = time.monotonic()
                 if now < alive_deadline:
                     timeout = min(timeout, alive_deadline - now)
-                if events.wait(timeout):
+                asked_at = time.monotonic()
+                woke = events.wait(timeout)
+                if woke and conflict.holder_token is None:
                     return Ignored()  # the other delivery finished and released: it ran, this copy must not
+                if not woke and conflict.holder_token is not None:
+                    # a key's places: its waiters are told only while every place is taken
+                    time.sleep(max(min(timeout, 0.25) - (time.monotonic() - asked_at), 0))
                 asked, started = attempt.acquire()
+                if woke and not (isinstance(asked, Conflict) and asked.holder_token == conflict.holder_token):
+                    if isinstance(asked, Grant):
+                        attempt.runtime.store.release(attempt.key, attempt.token)  # not this copy's to run
+                    return Ignored()  # the other delivery let its place go: it ran
                 if isinstance(asked, Grant):
                     logger.warning("singleton lock: %s[%s]: the earlier delivery's lock %s ran out without "
                                    "release; running this redelivery", attempt.task.name, attempt.request.id,

@@ -230,3 +230,32 @@ def test_wait_is_woken_by_any_holders_release():
     gates[1].set()
     for thread in holders:
         thread.join(10)
+
+
+def test_a_redelivery_is_not_dropped_when_another_holder_of_its_key_lets_go():
+    from celery_singleton_lock.store import Holder, Limit, limited
+
+    store = MemoryBackend()
+    app = _app(store)
+    ran: List[int] = []
+
+    @app.task(base=LockedTask, shared=False, lock_key=("k",), lock_limit=2, acks_late=True, lock_ttl=1)
+    def job(k):
+        ran.append(k)
+
+    limit = Limit(2)
+    keys = limited(runtime_for(app).layout.keys(job.name, job.lock_digest(("k",), {}), "running"), limit)
+
+    def holder(task_id: str) -> Holder:
+        return Holder(task_id=task_id, host="h", pid=1, since_ms=0, heartbeat_ms=300)
+
+    # Given the first delivery of message M holding a place but dead (its 0.6 s lease not renewed),
+    # and another call holding the key's other place
+    store.acquire(keys.lock, "first-delivery", 600, holder("M"), limit=limit)
+    store.acquire(keys.lock, "other", 60_000, holder("X"), limit=limit)
+    # When M is delivered again, and meanwhile the other call (not M's first delivery) lets go
+    threading.Timer(0.2, lambda: store.release(keys.lock, "other")).start()
+    job.apply(("k",), task_id="M").get()
+    # then the redelivery was not taken for a copy whose first delivery ran: once the dead
+    # delivery's lease ran out, it ran
+    assert ran == ["k"]
