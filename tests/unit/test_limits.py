@@ -259,3 +259,34 @@ def test_a_redelivery_is_not_dropped_when_another_holder_of_its_key_lets_go():
     # then the redelivery was not taken for a copy whose first delivery ran: once the dead
     # delivery's lease ran out, it ran
     assert ran == ["k"]
+
+
+def test_a_redelivery_watching_its_first_deliverys_place_does_not_spin_on_a_key_with_free_places():
+    from celery_singleton_lock.store import Holder, Limit, limited
+
+    class Counting(MemoryBackend):
+        asks = 0
+
+        def acquire(self, *args, **kwargs):
+            Counting.asks += 1
+            return super().acquire(*args, **kwargs)
+
+    store = Counting()
+    app = _app(store)
+    ran: List[str] = []
+
+    @app.task(base=LockedTask, shared=False, lock_key=("k",), lock_limit=3, acks_late=True, lock_ttl=1)
+    def job(k):
+        ran.append(k)
+
+    limit = Limit(3)
+    keys = limited(runtime_for(app).layout.keys(job.name, job.lock_digest(("k",), {}), "running"), limit)
+    # Given the dead first delivery of M holding one of three places (its 0.8 s lease not renewed)
+    store.acquire(keys.lock, "first-delivery", 800, Holder("M", "h", 1, 0, 300), limit=limit)
+    Counting.asks = 0
+    # When M is delivered again, then it runs once that lease has run out, having asked a few
+    # times a second meanwhile (not in a tight loop: the key's waiters are told of nothing while
+    # it has a free place)
+    job.apply(("k",), task_id="M").get()
+    assert ran == ["k"]
+    assert Counting.asks <= 12, Counting.asks
