@@ -76,8 +76,17 @@ def ticked(self, duration=0.0):
     _limited_body(self, "tick", duration)
 
 
+@app.task(base=LockedTask, bind=True, lock_scope="queued_or_running", lock_window=0.9 * 60)
+def ticked_cron(self, duration=0.0):
+    _limited_body(self, "cron", duration)
+
+
 if os.environ.get("CSL_TICK_DURATION") is not None:
     app.conf.beat_schedule = {
         "tick": {"task": "tests.integration.proj_limits.ticked", "schedule": PERIOD,
                  "kwargs": {"duration": float(os.environ["CSL_TICK_DURATION"])}},
     }
+if os.environ.get("CSL_CRON_TICKS"):
+    from celery.schedules import crontab
+
+    app.conf.beat_schedule = {"tick": {"task": "tests.integration.proj_limits.ticked_cron", "schedule": crontab()}}

@@ -201,3 +201,20 @@ def test_a_killed_worker_frees_its_places_within_lock_ttl(limits_proj, start_wor
     # then both places free once their leases run out, within lock_ttl
     wait_for(lambda: _held(lock_redis) == 0, 3 + 1, interval=0.05, what="the dead worker's places to free")
     assert len(results) == 2
+
+
+def test_two_beats_with_a_crontab_schedule_run_the_job_once_per_minute(limits_proj, start_worker, events_redis):
+    # Given two beat processes with the same every-minute crontab schedule, the second started
+    # 0.7 s after the first, publishing the recipe's job (a window of 0.9 minutes)
+    start_worker(concurrency=2, app=APP)
+    first = start_worker.beat(env={"CSL_CRON_TICKS": "1"}, app=APP)
+    time.sleep(0.7)  # the offset under test, not a wait for anything
+    second = start_worker.beat(env={"CSL_CRON_TICKS": "1"}, app=APP)
+    # When both have published two ticks (each tick twice)
+    wait_for(lambda: _sent(first) >= 2 and _sent(second) >= 2, 150, interval=0.5, what="two ticks of each beat")
+    first.stop()
+    second.stop()
+    wait_for(lambda: len(records(events_redis)) >= 2, 10, what="both ticks' runs")
+    starts = sorted(e["start"] for e in records(events_redis))
+    # then each tick ran exactly once
+    assert len(starts) == 2 and starts[1] - starts[0] > 54, starts
