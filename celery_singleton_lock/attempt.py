@@ -18,6 +18,7 @@ from celery.exceptions import Reject, Retry
 from . import headers, signals
 from .describe import describe_call
 from .outcome import record_duplicate
+from .limits import call_keys, call_limit
 from .runtime import LockRuntime, runtime_for
 from .store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, RestartWait, error_text, new_token,
                     permanent_problem, wait_for_gate)
@@ -34,7 +35,7 @@ class Attempt:
     """What one execution needs to take its lock."""
 
     __slots__ = ("task", "request", "options", "runtime", "keys", "queued_digest", "token", "enqueue_token",
-                 "after", "holder", "description")
+                 "after", "holder", "description", "limit")
 
     def __init__(self, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         options, argument_key = task.singleton_lock()
@@ -53,7 +54,10 @@ class Attempt:
         # The enqueue lock is the one the message names (the publisher derived it from what this
         # worker receives, so the two agree; if they did not, the named one is still adopted).
         self.queued_digest = headers.enqueue_digest(request, lambda: digest) if self.enqueue_token else digest
-        self.keys = runtime.layout.keys(task.name, digest, options.scope, self.queued_digest)
+        #: How many executions of the key may hold it at once, and how long a place is kept:
+        #: the keys are the key's places unless it is the singleton lock (see :mod:`.limits`).
+        self.limit = call_limit(task.name, options, args, kwargs)
+        self.keys = call_keys(runtime.layout.keys(task.name, digest, options.scope, self.queued_digest), self.limit)
         #: The token of the execution whose self.retry() published this message, if one did.
         self.after: Optional[str] = request.get(headers.AFTER)
         #: The call in a few words, when the app stores it with the lock (``singleton_lock_describe``).
@@ -81,7 +85,8 @@ class Attempt:
         started = time.monotonic()
         store, keys, ttl_ms = self.runtime.store, self.keys, int(self.options.ttl * 1000)
         if self.enqueue_token:
-            outcome = store.adopt(keys.queued, keys.lock, self.enqueue_token, self.token, ttl_ms, self.holder)
+            outcome = store.adopt(keys.queued, keys.lock, self.enqueue_token, self.token, ttl_ms, self.holder,
+                                  limit=self.limit)
             if isinstance(outcome, NotOurs):
                 self.drop_queue_slot()  # expired or released while queued: guard at run time
             else:
@@ -90,7 +95,7 @@ class Attempt:
                     # under our enqueue token is the self.retry() that will hand it to us.
                     self.drop_queue_slot()
                 return outcome, started
-        return store.acquire(keys.lock, self.token, ttl_ms, self.holder), started
+        return store.acquire(keys.lock, self.token, ttl_ms, self.holder, limit=self.limit), started
 
     def ask_fence(self) -> Optional[int]:
         """The fencing token of this execution's lock; ``None`` when it no longer holds it."""
@@ -105,6 +110,8 @@ class Attempt:
         """Whether the lock is held (or was, a moment ago) by the execution that re-queued this message."""
         if not self.after or conflict.task_id != self.request.id:
             return False
+        if conflict.holder_token is not None:  # one of a key's places, named by its token
+            return conflict.holder_token == self.after
         try:
             token = self.holder_token()
         except STORE_ERRORS:
@@ -174,12 +181,13 @@ class Attempt:
                     conflict.host or "?", conflict.pid if conflict.pid is not None else "?")
 
     def conflict(self, holder: Optional[Conflict], action: str) -> None:
-        """Log the duplicate and send ``lock_conflict`` (``holder`` ``None``: its first delivery ran)."""
+        """Log the duplicate and send ``lock_conflict`` (``holder`` ``None``: its first delivery ran); a
+        key with places says how many are taken and when the soonest frees."""
         task_id = holder.task_id if holder is not None else self.request.id
-        logger.info("singleton lock: %s[%s] is a duplicate (%s): key %s held by %s on %s pid %s",
+        logger.info("singleton lock: %s[%s] is a duplicate (%s): key %s held by %s on %s pid %s%s",
                     self.task.name, self.request.id, action, self.keys.lock, task_id or "?",
                     (holder.host if holder else "") or "?",
-                    holder.pid if holder is not None and holder.pid is not None else "?")
+                    holder.pid if holder is not None and holder.pid is not None else "?", _places(holder))
         record_duplicate(self.task, self.keys.lock, task_id, action, self.description)
         signals.lock_conflict.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
                                    holder=task_id, action=action, at="run", description=self.description)
@@ -198,3 +206,11 @@ class Attempt:
         signals.lock_store_error.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
                                       kind="outage" if problem is None else "misconfiguration", error=exc)
         return problem
+
+
+def _places(holder: Optional[Conflict]) -> str:
+    """What a refusal of one of a key's places adds to the log line (nothing for a singleton lock)."""
+    if holder is None or (holder.limit == 1 and holder.window_ms is None and holder.holder_token is None):
+        return ""
+    window = f", a window frees one in {holder.window_ms / 1000:.1f}s" if holder.window_ms is not None else ""
+    return f" ({holder.held} of {holder.limit} places taken{window}; the soonest frees in {holder.pttl_ms / 1000:.1f}s)"

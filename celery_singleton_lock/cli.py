@@ -118,6 +118,14 @@ def _flags(record: LockRecord) -> str:
     return ",".join(names) or "-"
 
 
+def _state(record: LockRecord) -> str:
+    """The state, and for a place of a key with a limit or a window: ``k of N``, and the window left."""
+    if record.limit is None:
+        return record.state
+    window = f", window {_duration(record.window_ms)}" if record.window_ms else ""
+    return f"{record.state} ({record.held} of {record.limit}{window})"
+
+
 def _public(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
     data = record.as_dict()
     if not with_token:
@@ -131,7 +139,7 @@ def _table(records: Sequence[LockRecord]) -> str:
               *(("CALL",) if described else ()))
     # A task id, a host or a description is anyone's to choose: shown escaped, it cannot forge a row.
     rows = [tuple(printable(cell) for cell in (
-        r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), r.state, r.task_id or "?",
+        r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), _state(r), r.task_id or "?",
         r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms), _flags(r),
         *((r.describe or "-",) if described else ()))) for r in records]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]

@@ -40,6 +40,7 @@ from celery.exceptions import Ignore, Reject, Retry
 from . import headers, signals
 from .describe import describe_call
 from .runtime import LockRuntime, peek_runtime, runtime_for
+from .limits import call_keys, call_limit
 from .store import STORE_ERRORS, Completion, Lease, error_text
 
 __all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "release_enqueue_lock", "release_all",
@@ -164,8 +165,9 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
         runtime = runtime_for(task.app)
         options = task.singleton_lock()[0]
         digest = task.lock_digest(args, kwargs)
-        keys = runtime.layout.keys(task.name, digest, options.scope,
-                                   headers.enqueue_digest(fields, lambda: digest))
+        keys = call_keys(runtime.layout.keys(task.name, digest, options.scope,
+                                             headers.enqueue_digest(fields, lambda: digest)),
+                         call_limit(task.name, options, args, kwargs))
         items: List[Tuple[str, ...]] = [(keys.lock, fields[headers.TOKEN], "running")]
         enqueue_token = fields.get(headers.ENQUEUE_TOKEN)
         if enqueue_token:  # the child may have died before adopting it (while still queued: see release_enqueue_lock)
@@ -200,7 +202,9 @@ def release_enqueue_lock(task: Any, task_id: Any, fields: Any, why: str) -> bool
         runtime = runtime_for(task.app)
         digest = headers.enqueue_digest(fields, lambda: task.lock_digest(fields.get("args") or (),
                                                                            fields.get("kwargs") or {}))
-        key = runtime.layout.enqueue(task.name, digest, task.singleton_lock()[0].scope)
+        options = task.singleton_lock()[0]
+        key = call_keys(runtime.layout.keys(task.name, digest, options.scope),
+                        call_limit(task.name, options, fields.get("args") or (), fields.get("kwargs") or {})).queued
         # Only while it is still queued: under queued_or_running a self.retry() message carries the
         # running token of the execution that sent it, whose lock this must never delete.
         released = runtime.store.release(key, token, state="queued")

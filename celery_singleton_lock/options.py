@@ -36,6 +36,8 @@ _OPTIONS: Dict[str, Tuple[str, Any]] = {
     "on_lock_error": ("singleton_lock_on_lock_error", "retry"),
     "lock_debounce": ("singleton_lock_debounce", None),  # None: no debounce
     "lock_debounce_max": ("singleton_lock_debounce_max", None),
+    "lock_limit": ("singleton_lock_limit", 1),
+    "lock_window": ("singleton_lock_window", 0.0),
 }
 OPTION_NAMES = tuple(_OPTIONS)
 #: Every ``app.conf`` setting of the library; any other ``singleton_lock_*`` key is a typo.
@@ -61,6 +63,11 @@ class LockOptions:
     retry_max: Optional[int]
     wait_timeout: float
     on_lock_error: str
+    #: Holders of one key at once: an int, or a function of the call's arguments returning one
+    #: (see :mod:`.limits`).
+    limit: Union[int, Callable[..., int]] = 1
+    #: Seconds a holder's place is kept after it was taken (see :mod:`.limits`).
+    window: float = 0.0
     #: Trailing-edge debounce (seconds), and how long a burst may last at most; ``None``: unset.
     debounce: Optional[float] = None
     debounce_max: Optional[float] = None
@@ -137,6 +144,10 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
     retry_max = pick("lock_retry_max")
     if retry_max is not None and (isinstance(retry_max, bool) or not isinstance(retry_max, int) or retry_max < 0):
         raise _fail(task, f"lock_retry_max must be None or an int >= 0, not {retry_max!r}")
+    limit = pick("lock_limit")
+    if not callable(limit) and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise _fail(task, f"lock_limit must be an int >= 1 or a function of the call's arguments returning one, "
+                          f"not {limit!r}")
     options = LockOptions(
         key=key,
         scope=scope,
@@ -150,6 +161,8 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
         on_lock_error=on_lock_error,
         debounce=debounce,
         debounce_max=debounce_max,
+        limit=limit,
+        window=_seconds(task, "lock_window", pick("lock_window"), allow_zero=True),
     )
     if on_locked == "replace" and scope == "running" and debounce is None:
         raise _fail(task, 'on_locked="replace" needs lock_scope="queued" or "queued_or_running" (with '

@@ -54,6 +54,7 @@ from . import headers, signals
 from .arguments import ArgumentKey, is_digest
 from .decisions import PublishUnlocked, Refuse, SkipAtEnqueue
 from .exceptions import ConfigurationError, LockBackendError, UnencodableArgumentError
+from .limits import call_keys, call_limit
 from .policy import ON_LOCKED
 from .refusals import serializer_refused
 from .runtime import runtime_for
@@ -146,7 +147,8 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
         return publish(task_id or uuid(), {k: call.headers[k] for k in headers.ALL if k in call.headers})  # type: ignore
 
     runtime = runtime_for(task.app)
-    keys = runtime.layout.keys(task.name, digest, options.scope)
+    limit = call_limit(task.name, options, args, kwargs)
+    keys = call_keys(runtime.layout.keys(task.name, digest, options.scope), limit)
     requested_id, task_id = task_id, task_id or uuid()
     token = new_token()
     holder = Holder(task_id=task_id, host=runtime.hostname, pid=os.getpid(), since_ms=int(time.time() * 1000),
@@ -156,7 +158,7 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
     named = {headers.ENQUEUE_TOKEN: token, headers.ENQUEUE_DIGEST: digest}
     try:  # a lock store that started a moment ago grants within seconds: the call waits for it
         outcome = wait_for_gate(lambda: runtime.store.acquire(keys.queued, token, queue_ttl_ms, holder,
-                                                              state="queued"),
+                                                              state="queued", limit=limit),
                                 lambda young: logger.info("singleton lock: %s: enqueue lock %s waits: %s",
                                                           task.name, keys.queued, young))
     except STORE_ERRORS as exc:

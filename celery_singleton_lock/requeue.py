@@ -15,6 +15,7 @@ from celery.exceptions import Retry
 from . import headers
 from .attempt import Attempt
 from .exceptions import LockedError
+from .limits import window_countdown
 from .store import Conflict
 
 __all__ = ["requeue", "jittered"]
@@ -42,7 +43,8 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
             f"task {task.name}[{request.id}]: gave up after {done} lock retries (lock_retry_max="
             f"{options.retry_max}); lock {attempt.key} held by task {holder}",
             task=task.name, key=attempt.key, holder=holder)
-    countdown = jittered(options.retry_delay) if countdown is None else countdown
+    if countdown is None:
+        countdown = window_countdown(conflict) or jittered(options.retry_delay)
     if request.is_eager:
         return task.retry(args=args, kwargs=kwargs, countdown=countdown, throw=False, exc=exc)
     ours: Dict[str, Any] = {headers.RETRIES: done + 1 if counted else done}

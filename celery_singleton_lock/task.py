@@ -27,6 +27,7 @@ from . import headers, supersede
 from .arguments import ArgumentKey, LockKeySpec, check_call_shape
 from .exceptions import LockedError
 from .handle import ExecutionLock
+from .limits import refuse_unsupported
 from .options import LockOptions, refuse_unknown_options, resolve_options
 from .settings import resolve_settings
 from .publish import CallOptions, publish_locked
@@ -65,6 +66,8 @@ class LockedTask(Task):
     lock_retry_max: Optional[int] = None
     lock_wait_timeout: Optional[float] = None
     on_lock_error: Optional[str] = None
+    lock_limit: Any = None
+    lock_window: Optional[float] = None
 
     _singleton_lock_resolved: ClassVar[Optional[Tuple[Any, LockOptions, ArgumentKey]]] = None
 
@@ -85,6 +88,7 @@ class LockedTask(Task):
         refuse_unknown_options(cls.name, _own_attributes(cls), _class_names())
         options = resolve_options(cls.name, lambda attr: getattr(cls, attr, None), app.conf)
         supersede.refuse_without_generations(cls.name, options, settings)
+        refuse_unsupported(cls.name, options, settings)
         argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key, strict=cls.typing is not False)
         cls._singleton_lock_resolved = (app, options, argument_key)
         if options.on_locked == "raise" and not issubclass(LockedError, tuple(cls.throws)):

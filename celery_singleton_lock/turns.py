@@ -48,7 +48,16 @@ def wait_for_release(attempt: Attempt, until: Optional[Callable[[Conflict], bool
             if remaining <= 0 or (until is not None and until(outcome)):
                 return outcome
             # Also wake when the holder's TTL would run out (a dead holder announces nothing).
-            events.wait(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01))
+            timeout, asked_at = min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01), time.monotonic()
+            if not events.wait(timeout) and outcome.task_id == attempt.request.id:
+                _pause_for_own_place(outcome, timeout, asked_at)
+
+
+def _pause_for_own_place(holder: Conflict, timeout: float, asked_at: float) -> None:
+    """Wait a little before asking again for a place another execution of this task id holds: a
+    key's waiters are told of a release only while every place is taken, so ``wait`` returns at once."""
+    if holder.holder_token is not None:
+        time.sleep(max(min(timeout, 0.25) - (time.monotonic() - asked_at), 0))
 
 
 class AfterPredecessor:
@@ -104,9 +113,17 @@ class RedeliveryGuard:
                 now = time.monotonic()
                 if now < alive_deadline:
                     timeout = min(timeout, alive_deadline - now)
-                if events.wait(timeout):
+                asked_at = time.monotonic()
+                woke = events.wait(timeout)
+                if woke and conflict.holder_token is None:
                     return Ignored()  # the other delivery finished and released: it ran, this copy must not
+                if not woke:
+                    _pause_for_own_place(conflict, timeout, asked_at)
                 asked, started = attempt.acquire()
+                if woke and not (isinstance(asked, Conflict) and asked.holder_token == conflict.holder_token):
+                    if isinstance(asked, Grant):
+                        attempt.runtime.store.release(attempt.key, attempt.token)  # not this copy's to run
+                    return Ignored()  # the other delivery let its place go: it ran
                 if isinstance(asked, Grant):
                     logger.warning("singleton lock: %s[%s]: the earlier delivery's lock %s ran out without "
                                    "release; running this redelivery", attempt.task.name, attempt.request.id,

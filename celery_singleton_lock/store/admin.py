@@ -26,6 +26,8 @@ from .redis_backend import Client, RedisBackend
 from .keys import KeyLayout
 from . import foreign, record as lock_value
 from .liveness import STALE_HEARTBEATS, Reader, judge, pid_running
+from .admin_places import place_records
+from .places import is_places
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
            "STALE_HEARTBEATS", "MIN_PREFIX", "pid_running"]
@@ -75,6 +77,9 @@ class LockRecord:
     holds: str = "lock"       # "lock", or what a foreign key holds: "other-type" or "string"
     pid_ns: str = ""          # the holder's PID namespace ("" when not recorded): see liveness.py
     describe: str = ""        # the call behind the lock, when the app stores it (singleton_lock_describe)
+    held: Optional[int] = None       # a place of a key with a limit or a window: places taken...
+    limit: Optional[int] = None      # ... of how many (see admin_places.py)
+    window_ms: Optional[int] = None  # how long its window still keeps the place
 
     @property
     def live(self) -> bool:
@@ -142,6 +147,9 @@ def _read_batch(client: Client, layout: KeyLayout, keys: List[str], reader: Read
     found = []
     for index, key in enumerate(keys):
         value, pttl = replies[2 * index], replies[2 * index + 1]
+        if isinstance(value, Exception) and is_places(key):
+            found.extend(place_records(client, layout, key, now_ms, reader, _record))
+            continue
         if value is None or isinstance(pttl, Exception) or pttl == -2:
             continue  # gone since the SCAN saw it
         fields = None if isinstance(value, Exception) else lock_value.decode(value)

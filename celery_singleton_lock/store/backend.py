@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ContextManager, List, Mapping, Optional, 
 
 if TYPE_CHECKING:  # pragma: no cover
     from .generations import GenerationStore
+    from .places import Limit
 
 from . import pid_namespace
 
@@ -65,6 +66,12 @@ class Conflict:
     waiting for its message) or ``"foreign"`` (the key holds something this library did not
     write: see :mod:`.foreign`); ``same_token`` is true when the holder runs under the
     token the caller handed in (a ``self.retry()`` that has not handed the lock over yet).
+    For a key with a limit or a window (:mod:`.places`) it describes the place that frees
+    soonest: ``held`` places of ``limit`` are taken, and ``window_ms`` is how long until the
+    soonest released place's window ends (``None`` when every place is held by a live run).
+    A place names its holder's token (``holder_token``): one execution of a task id may meet
+    another's place while places are free (a redelivery, a ``self.retry()``), and which one
+    it met decides what it does.
     """
 
     task_id: str
@@ -75,6 +82,10 @@ class Conflict:
     heartbeat_ms: Optional[int]
     state: str
     same_token: bool = False
+    held: int = 1
+    limit: int = 1
+    window_ms: Optional[int] = None
+    holder_token: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -124,16 +135,22 @@ class LockBackend(Protocol):
 
     #: Whether :meth:`release` can note a :class:`Completion` and :meth:`completed` find it.
     records_completions: bool
+    #: Whether a key may have more than one place (:mod:`.places`): a quorum's masters each count
+    #: their own holders, so it keeps one at most.
+    counts_places: bool
     #: Which call of a key is the newest (see :mod:`.generations`); ``None`` where the store
     #: cannot tell it safely (a quorum: its masters' clocks and histories differ).
     generations: Optional["GenerationStore"]
 
-    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
-        """Take ``key`` if free (or already ours under ``token`` in ``state``: a repeated ask)."""
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running",
+                limit: "Optional[Limit]" = None) -> Outcome:
+        """Take ``key`` if free (or already ours under ``token`` in ``state``: a repeated ask).
+        A places key (:mod:`.places`) takes one of ``limit``'s places instead."""
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
-              holder: Holder) -> Union[Grant, Conflict, NotOurs]:
-        """Turn the enqueue lock ``queued_key`` held under ``queued_token`` into the running lock ``key``."""
+              holder: Holder, limit: "Optional[Limit]" = None) -> Union[Grant, Conflict, NotOurs]:
+        """Turn the enqueue lock ``queued_key`` held under ``queued_token`` into the running lock ``key``
+        (for places keys: the enqueue place into one of ``limit``'s running places)."""
 
     def fence(self, key: str, fence_key: str, token: str) -> Optional[int]:
         """A fencing token for the holder of ``key`` under ``token``, from the counter ``fence_key``:

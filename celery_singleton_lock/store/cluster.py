@@ -11,7 +11,8 @@ What differs from one Redis: a script may only touch keys of one slot, so the
 renewal of many locks is sent as one ``RENEW`` per slot, pipelined per master by
 redis-py's cluster pipeline (one round trip per master that holds any of them);
 a batch refused mid-migration (``TRYAGAIN``: its keys are split between two
-masters) is retried one key at a time, which redis-py redirects with ``ASK``.
+masters) is retried one key at a time, which redis-py redirects with ``ASK``. A key's
+places (:mod:`.places`) carry its lock key's hash tag: one slot, like the lock itself.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from typing import Optional, Any, Dict, List, Sequence, Tuple
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from .redis_backend import RedisBackend, release_call, renew_args
+from . import places, redis_places
+from .places import renew_args
+from .redis_backend import RedisBackend
+from .redis_calls import release_call
 
 __all__ = ["ClusterBackend"]
 
@@ -31,6 +35,7 @@ class ClusterBackend(RedisBackend):
     """A :class:`RedisBackend` over a ``redis.cluster.RedisCluster`` client."""
 
     client: RedisCluster
+    pipelined_renewals = False
 
     def _batched(self, script: Any, calls: Sequence[Tuple[Sequence[str], Sequence[Any]]]) -> List[Any]:
         """One script call per entry (each within one slot), pipelined per master.
@@ -56,10 +61,20 @@ class ClusterBackend(RedisBackend):
     def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
         if not items:
             return []
-        calls = [release_call(key, token, None, *state) for key, token, *state in items]
-        return [bool(r) for r in self._batched(self._release, calls)]
+        plain, placed = places.split(items)
+        locks = [release_call(items[i][0], items[i][1], None, *items[i][2:]) for i in plain]
+        rooms = [redis_places.release_call(items[i][0], items[i][1], None, *items[i][2:]) for i in placed]
+        return places.merge(len(items), (plain, self._batched(self._release, locks) if locks else []),
+                            (placed, self._batched(self._places.release_script, rooms) if rooms else []))
 
-    def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
+    def _renew_places(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:
+        """One ``PLACE_RENEW`` per key (a key's places share its slot), pipelined per master."""
+        if not items:
+            return []
+        replies = self._batched(self._places.renew_script, [places.renew_args([item]) for item in items])
+        return [reply[0] for reply in replies]
+
+    def _renew_locks(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:
         """Compare-and-extend: one ``RENEW`` per slot, pipelined per master."""
         if not items:
             return []

@@ -64,6 +64,9 @@ def judge(state: str, ttl_ms: Optional[int], pttl_ms: int, heartbeat_ms: Optiona
           pid: Optional[int], pid_ns: str, reader: Reader) -> Verdict:
     """The verdict on one lock, as ``reader`` can tell it."""
     left = f"it expires in {pttl_ms / 1000:.1f}s"
+    if state == "released":
+        # A place of a key with a window: its holder let go, the window keeps it taken.
+        return Verdict(None, False, False, f"released: its window keeps the place {pttl_ms / 1000:.1f}s more")
     if state == "queued":
         # Nobody renews an enqueue lock: it lives lock_queue_ttl while its message waits.
         return Verdict(None, False, False, f"enqueue lock: its message waits in the queue ({left})")

@@ -3,8 +3,9 @@
 It follows the same contract as the Redis backends, which the shared contract
 tests check against both: tokens compared on every change, TTLs that run out on
 an injectable clock, fencing counters handed out to holders on demand, enqueue locks adopted by token,
-completions remembered for a while, and release announcements a waiter can block
-on. One instance is one lock store: every thread (and every app) handed the same
+completions remembered for a while, release announcements a waiter can block
+on, and keys with a limit or a window as rooms of places (:mod:`.memory_places`).
+One instance is one lock store: every thread (and every app) handed the same
 instance sees the same locks; nothing is shared between instances.
 
 Use it in a test instead of a Redis URL::
@@ -23,7 +24,10 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .generations import GenerationStore, MemoryGenerations
+from . import places
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from .memory_places import MemoryPlaces
+from .places import Limit
 
 __all__ = ["MemoryBackend"]
 
@@ -41,6 +45,7 @@ class MemoryBackend:
     """Locks in a dict, guarded by one condition; ``clock`` returns seconds (monotonic)."""
 
     records_completions = True
+    counts_places = True
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -50,6 +55,7 @@ class MemoryBackend:
         self._done: Dict[str, Dict[str, float]] = {}
         self._releases: Dict[str, int] = {}  # announcements per key, for the waiters that asked
         self.generations: Optional[GenerationStore] = MemoryGenerations(clock)
+        self._places = MemoryPlaces(self)
 
     # -- helpers (called with the condition held) --------------------------------------------------
     def _now_ms(self) -> float:
@@ -66,8 +72,23 @@ class MemoryBackend:
         """Tell the waiters that asked (as Redis publishes only then); their ask is answered."""
         if lock.awaited:
             lock.awaited = False
-            self._releases[key] = self._releases.get(key, 0) + 1
-            self._cond.notify_all()
+            self._announced(key)
+
+    def _announced(self, key: str) -> None:
+        self._releases[key] = self._releases.get(key, 0) + 1
+        self._cond.notify_all()
+
+    def _next_fence(self, fence_key: str) -> int:
+        fence = self._counters.get(fence_key, 0) + 1
+        self._counters[fence_key] = fence
+        return fence
+
+    def _note_completion(self, completion: Completion) -> None:
+        now = self._now_ms()
+        done = self._done.setdefault(completion.done_key, {})
+        for task_id in [t for t, until in done.items() if until <= now]:
+            del done[task_id]
+        done[completion.task_id] = now + completion.remember_ms
 
     def _conflict(self, key: str, lock: _Lock, token: str) -> Conflict:
         f = lock.fields
@@ -85,8 +106,11 @@ class MemoryBackend:
         return GRANT
 
     # -- the protocol ------------------------------------------------------------------------------
-    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running",
+                limit: Optional[Limit] = None) -> Outcome:
         with self._cond:
+            if places.is_places(key):
+                return self._places.acquire(key, token, ttl_ms, holder, state, limit)
             lock = self._live(key)
             if lock is None:
                 return self._grant(key, token, ttl_ms, holder, state)
@@ -95,8 +119,10 @@ class MemoryBackend:
             return self._conflict(key, lock, token)
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
-              holder: Holder) -> Union[Grant, Conflict, NotOurs]:
+              holder: Holder, limit: Optional[Limit] = None) -> Union[Grant, Conflict, NotOurs]:
         with self._cond:
+            if places.is_places(key):
+                return self._places.adopt(queued_key, key, queued_token, token, ttl_ms, holder, limit)
             mine = self._live(key)
             if mine is not None and mine.fields["token"] == token:
                 return GRANT
@@ -113,15 +139,17 @@ class MemoryBackend:
 
     def fence(self, key: str, fence_key: str, token: str) -> Optional[int]:
         with self._cond:
+            if places.is_places(key):
+                return self._places.fence(key, fence_key, token)
             lock = self._live(key)
             if lock is None or lock.fields["token"] != token:
                 return None
-            fence = self._counters.get(fence_key, 0) + 1
-            self._counters[fence_key] = fence
-            return fence
+            return self._next_fence(fence_key)
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
         with self._cond:
+            if places.is_places(key):
+                return self._places.requeue(key, token, ttl_ms)
             lock = self._live(key)
             if lock is None or lock.fields["token"] != token:
                 return False
@@ -131,6 +159,12 @@ class MemoryBackend:
             return True
 
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
+        with self._cond:
+            plain, placed = places.split(items)
+            return places.merge(len(items), (plain, self._renew_locks([items[i] for i in plain])),
+                                (placed, self._places.renew([items[i] for i in placed])))
+
+    def _renew_locks(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
         with self._cond:
             out = []
             for key, token, ttl_ms, *_ in items:
@@ -144,17 +178,15 @@ class MemoryBackend:
     def release(self, key: str, token: str, completion: Optional[Completion] = None,
                 state: str = "running") -> bool:
         with self._cond:
+            if places.is_places(key):
+                return self._places.release(key, token, completion, state)
             lock = self._live(key)
             if lock is None or lock.fields["token"] != token or lock.fields["state"] != state:
                 return False
             del self._locks[key]
             self._announce(key, lock)
             if completion is not None and (lock.fields.get("redelivered") or completion.always):
-                now = self._now_ms()
-                done = self._done.setdefault(completion.done_key, {})
-                for task_id in [t for t, until in done.items() if until <= now]:
-                    del done[task_id]
-                done[completion.task_id] = now + completion.remember_ms
+                self._note_completion(completion)
             return True
 
     def release_many(self, items: Sequence[Tuple[str, ...]]) -> List[bool]:
@@ -162,6 +194,8 @@ class MemoryBackend:
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         with self._cond:
+            if places.is_places(key):
+                return self._places.mark_redelivered(key, task_id)
             lock = self._live(key)
             if lock is None or lock.fields["task_id"] != task_id:
                 return False
@@ -175,6 +209,8 @@ class MemoryBackend:
 
     def holder(self, key: str) -> Optional[Dict[str, str]]:
         with self._cond:
+            if places.is_places(key):
+                return self._places.holder(key)
             lock = self._live(key)
             if lock is None:
                 return None
@@ -194,8 +230,11 @@ class MemoryBackend:
         """Nothing to drop: the locks stay, as a Redis server's do when a client goes."""
 
     def await_release(self, key: str) -> bool:
-        """Ask ``key``'s holder to announce its release; ``False`` when the lock is free."""
+        """Ask ``key``'s holder to announce its release; ``False`` when the lock is free (for a
+        places key: when a place is free)."""
         with self._cond:
+            if places.is_places(key):
+                return self._places.await_release(key)
             lock = self._live(key)
             if lock is None:
                 return False
@@ -209,9 +248,9 @@ class MemoryBackend:
             return self._counters.get(fence_key, 0)
 
     def keys(self) -> List[str]:
-        """The keys of the locks held now."""
+        """The keys of the locks held now (and of the rooms with a live place)."""
         with self._cond:
-            return sorted(key for key in list(self._locks) if self._live(key) is not None)
+            return sorted([key for key in list(self._locks) if self._live(key) is not None] + self._places.keys())
 
 
 class MemoryReleaseEvents:

@@ -49,6 +49,7 @@ from .generations import GenerationStore
 from .fanout import Failed, FanOut, Results, column_counts, most_seen
 from .quorum_events import QuorumReleaseEvents, subscribed
 from .quorum_fence import QuorumFencing
+from .places import Limit, refuse_limit
 
 __all__ = ["QuorumBackend", "QuorumUnavailable"]
 
@@ -75,6 +76,7 @@ class QuorumBackend(QuorumFencing, FanOut):
     """The lock protocol on N independent Redis masters, decided by majority."""
 
     records_completions = False
+    counts_places = False  # see places.QUORUM_LIMIT
     #: Generations need one history of a key's calls; independent masters each keep their own.
     generations: Optional[GenerationStore] = None
 
@@ -113,11 +115,15 @@ class QuorumBackend(QuorumFencing, FanOut):
             size=len(self.nodes), quorum=self.quorum)
 
     # -- acquire ---------------------------------------------------------------------------------
-    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
-        """Take ``key`` on a majority of masters; see the module docstring."""
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running",
+                limit: Optional[Limit] = None) -> Outcome:
+        """Take ``key`` on a majority of masters; see the module docstring. A places key
+        (:mod:`.places`) with a window and one place works as a lock does; more than one
+        place is refused (:func:`refuse_limit`)."""
+        refuse_limit(limit)
         for attempt in range(self.split_retries + 1):
-            outcome = self._take(key, token, ttl_ms, lambda node: node.acquire(key, token, ttl_ms, holder, state),
-                                 state=state)
+            outcome = self._take(key, token, ttl_ms,
+                                 lambda node: node.acquire(key, token, ttl_ms, holder, state, limit), state=state)
             if not isinstance(outcome, _Split):
                 return outcome
             if attempt < self.split_retries:
@@ -125,10 +131,11 @@ class QuorumBackend(QuorumFencing, FanOut):
         return outcome.conflict
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str,
-              ttl_ms: int, holder: Holder) -> Union[Grant, Conflict, NotOurs]:
+              ttl_ms: int, holder: Holder, limit: Optional[Limit] = None) -> Union[Grant, Conflict, NotOurs]:
         """Turn an enqueue lock held by quorum into a running lock."""
+        refuse_limit(limit)
         outcome = self._take(key, token, ttl_ms,
-                             lambda node: node.adopt(queued_key, key, queued_token, token, ttl_ms, holder),
+                             lambda node: node.adopt(queued_key, key, queued_token, token, ttl_ms, holder, limit),
                              adopting=True)
         return outcome.conflict if isinstance(outcome, _Split) else outcome
 

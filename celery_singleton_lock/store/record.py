@@ -20,7 +20,7 @@ after a restart carries its first five fields only.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from . import foreign
 from .backend import Conflict, Holder
@@ -43,6 +43,8 @@ def _word(value: Any) -> str:
 #: The tab ends the task id (a description follows it); a description keeps to one line.
 _TAB = re.compile(r"\t")
 _BREAKS = re.compile(r"[\t\r\n]")
+#: A field as a lock's (or a place's) value writes it.
+word = _word
 
 
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
@@ -58,12 +60,13 @@ def head(token: str, state: str) -> str:
     return f"{_word(token)} {state} -"
 
 
-def decode(value: Any) -> Dict[str, str]:
+def decode(value: Any, names: Sequence[str] = FIELDS) -> Dict[str, str]:
     """The fields by name (``''`` for one a short value lacks); ``redelivered`` is ``'1'`` or ``''``,
-    ``pid_ns`` the holder's PID namespace (``''`` when not recorded)."""
+    ``pid_ns`` the holder's PID namespace (``''`` when not recorded). ``names``: the fields in the
+    value's order, the last one taking the rest (a place's differ)."""
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    parts = text.split(" ", len(FIELDS) - 1)
-    fields = dict(zip(FIELDS, parts + [""] * (len(FIELDS) - len(parts))))
+    parts = text.split(" ", len(names) - 1)
+    fields = dict(zip(names, parts + [""] * (len(names) - len(parts))))
     fields["redelivered"] = "1" if "r" in fields.pop("flags") else ""
     fields["pid"], _, fields["pid_ns"] = fields["pid"].partition("/")
     fields["task_id"], _, fields["describe"] = fields["task_id"].partition("\t")

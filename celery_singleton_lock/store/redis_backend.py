@@ -9,6 +9,8 @@ which loads the script again on NOSCRIPT (after a ``SCRIPT FLUSH`` or a restart)
 Grants go through their own client, guarded by :mod:`.start_gate`; the holders'
 calls (renew, release, fence) through another. The backend keeps no lock state of
 its own: who holds what lives in Redis and in the caller's :class:`~.heartbeat.Lease`.
+A key with a limit or a window is a room of places (:mod:`.places`): every call on a
+places key goes to :class:`~.redis_places.RedisPlaces`, one script each.
 """
 
 from __future__ import annotations
@@ -19,93 +21,29 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import redis
 from redis.cluster import RedisCluster
 
-from . import foreign, record, scripts
+from . import foreign, places, record, redis_places, scripts
+from .places import Limit, renew_args
+from .redis_places import RedisPlaces
 from .direct import direct_for
-from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from .backend import GRANT, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .generations import GenerationStore, RedisGenerations
 from .events import PubSubReleaseEvents, subscribed
 from .start_gate import RestartWait
+from .redis_calls import UNKNOWN_HOLDER, acquired, adopt_call, adopted, floor_arg, release_call
 
 __all__ = ["RedisBackend", "Client", "RestartWait"]
 
 #: What a backend talks to: one Redis (or Sentinel's master), or a Redis Cluster.
 Client = Union[redis.Redis, RedisCluster]
 
-#: A conflict whose holder cannot be read (taken and released again under the asker's feet, time
-#: after time): someone holds it, for an unknown time.
-UNKNOWN_HOLDER = Conflict(task_id="", host="", pid=None, since_ms=None, pttl_ms=0, heartbeat_ms=None,
-                          state="running")
-
-
-def release_call(key: str, token: str, completion: Optional[Completion],
-                 state: str = "running") -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
-    """RELEASE's KEYS and ARGV, with the completion note when one is asked for."""
-    start = record.head(token, state)
-    if completion is None:
-        return (key,), (start,)
-    return (key, completion.done_key), (start, completion.task_id, completion.remember_ms,
-                                        1 if completion.always else 0)
-
-
-def floor_arg(fence_floor: int) -> Tuple[int, ...]:
-    """The optional fencing floor ARGV (a quorum's proposal); nothing when there is none."""
-    return (int(fence_floor),) if fence_floor > 0 else ()
-
-
-def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
-    """RENEW's KEYS and ARGV for ``(key, token, ttl_ms[, heartbeat_ms])`` items (heartbeat
-    defaults to a third of the ttl, as a task's does)."""
-    keys = [item[0] for item in items]
-    args = ([item[1] for item in items] + [item[2] for item in items]
-            + [item[3] if len(item) > 3 else item[2] // 3 for item in items])
-    return keys, args
-
-
-def adopt_call(queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
-               holder: Holder) -> Tuple[Tuple[str, ...], Tuple[Any, ...]]:
-    """ADOPT's KEYS and ARGV: the running lock's value is written whole, as an acquire writes it."""
-    return (queued_key, key), (record.head(queued_token, "queued"), token,
-                               record.encode(token, "running", ttl_ms, holder), ttl_ms)
-
-
-def queue_acquire(pipe: Any, key: str, value: str, ttl_ms: int) -> None:
-    """The acquire's three commands, on a pipeline: take if free, then read the holder."""
-    pipe.set(key, value, nx=True, px=ttl_ms)
-    pipe.get(key)
-    pipe.pttl(key)
-
-
-def acquired(replies: Sequence[Any], token: str, state: str) -> Optional[Outcome]:
-    """The outcome of :func:`queue_acquire`'s replies; ``None`` when the lock was released
-    between the ``SET`` and the ``GET`` (ask again)."""
-    taken, value, pttl = replies[:3]
-    if isinstance(taken, Exception):
-        raise taken
-    if taken:
-        return GRANT
-    if isinstance(value, Exception):
-        if not str(value).startswith("WRONGTYPE"):
-            raise value
-        return foreign.holder(pttl)  # a value of another Redis type at the lock's name
-    if value is None:
-        return None
-    fields = record.decode(value)
-    if fields["token"] == token and fields["state"] == state:
-        return GRANT  # ours already: a repeated ask after a reply lost to a broken connection
-    return record.conflict(value, pttl if isinstance(pttl, int) else 0, token)
-
-
-def adopted(reply: Any, queued_key: str, key: str, queued_token: str) -> Union[Grant, Conflict, NotOurs]:
-    """ADOPT's reply: 1, {0, value, pttl} or 2."""
-    if isinstance(reply, (list, tuple)):
-        return record.conflict(reply[1], reply[2], queued_token if queued_key == key else None)
-    return GRANT if int(reply) == 1 else NOT_OURS
-
-
 class RedisBackend:
     """:class:`~.backend.LockBackend` on one Redis client (or one Redis Cluster client)."""
 
     records_completions = True
+    counts_places = True
+    #: Whether a renewal of singleton locks and places together is one pipelined round trip
+    #: (a Cluster batches per master instead; replica acknowledgement waits per script).
+    pipelined_renewals = True
 
     def __init__(self, client: Client, grants: Optional[Client] = None) -> None:
         """``client`` serves the holders' calls; ``grants`` (the same client when not given) the
@@ -124,6 +62,7 @@ class RedisBackend:
         self._await = client.register_script(scripts.AWAIT)
         self._clear_foreign = client.register_script(scripts.CLEAR_FOREIGN)
         self.generations: Optional[GenerationStore] = RedisGenerations(client)
+        self._places = RedisPlaces(client, self._script)
         # The calls on every task's path skip redis-py's per-command pool round (see .direct).
         self._ask = direct_for(client)
         self._ask_grants = self._ask if grants is None else direct_for(grants)
@@ -141,8 +80,11 @@ class RedisBackend:
             return self.grants.set(key, value, nx=True, px=ttl_ms, get=get)
         return self._ask_grants("SET", key, value, "NX", "PX", ttl_ms, *(("GET",) if get else ()))
 
-    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
-        """Take ``key`` if free: one command, no script."""
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running",
+                limit: Optional[Limit] = None) -> Outcome:
+        """Take ``key`` if free: one command, no script (a places key: one script)."""
+        if places.is_places(key):
+            return self._places.acquire(key, token, ttl_ms, holder, state, limit)
         value = record.encode(token, state, ttl_ms, holder)
         for _ in range(3):
             if self._set_get:
@@ -181,8 +123,10 @@ class RedisBackend:
         return outcome
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
-              holder: Holder) -> Union[Grant, Conflict, NotOurs]:
+              holder: Holder, limit: Optional[Limit] = None) -> Union[Grant, Conflict, NotOurs]:
         """Turn an enqueue lock handed over by token into a running lock."""
+        if places.is_places(key):
+            return self._places.adopt(queued_key, key, queued_token, token, ttl_ms, holder, limit)
         keys, args = adopt_call(queued_key, key, queued_token, token, ttl_ms, holder)
         reply = self._script(self._adopt, keys, args, grants=True)
         return adopted(reply, queued_key, key, queued_token)
@@ -190,9 +134,13 @@ class RedisBackend:
     def fence(self, key: str, fence_key: str, token: str, *, floor: int = 0) -> Optional[int]:
         """The fencing token of the holder of ``key`` under ``token``; ``None`` when it does not hold it.
         ``floor`` (a quorum's proposal) lifts the counter."""
+        if places.is_places(key):
+            return self._places.fence(key, fence_key, token, floor_arg(floor))
         return int(self._script(self._fence, (key, fence_key), (token, *floor_arg(floor)))) or None
 
     def requeue(self, key: str, token: str, ttl_ms: int) -> bool:
+        if places.is_places(key):
+            return self._places.requeue(key, token, ttl_ms)
         return bool(self._requeue(keys=(key,), args=(token, ttl_ms)))
 
     def raise_fence(self, fence_key: str, floor: int) -> int:
@@ -201,10 +149,14 @@ class RedisBackend:
 
     def release(self, key: str, token: str, completion: Optional[Completion] = None,
                 state: str = "running") -> bool:
+        if places.is_places(key):
+            return self._places.release(key, token, completion, state)
         keys, args = release_call(key, token, completion, state)
         return bool(self._script(self._release, keys, args))
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
+        if places.is_places(key):
+            return self._places.mark_redelivered(key, task_id)
         return bool(self._mark_redelivered(keys=(key,), args=(task_id,)))
 
     def completed(self, done_key: str, task_id: str) -> bool:
@@ -216,16 +168,37 @@ class RedisBackend:
             return []
         pipe = self.client.pipeline(transaction=False)
         for key, token, *state in items:
+            if places.is_places(key):
+                keys, args = redis_places.release_call(key, token, None, *state)
+                self._places.release_script(keys=keys, args=args, client=pipe)
+                continue
             keys, args = release_call(key, token, None, *state)
             self._release(keys=keys, args=args, client=pipe)
         return [bool(r) for r in pipe.execute()]
 
     def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
-        """All of them in one script call."""
+        """All the singleton locks in one script call, all the places in another: one round trip."""
+        if not items:
+            return []
+        plain, placed = places.split(items)
+        locks, rooms = [items[i] for i in plain], [items[i] for i in placed]
+        if locks and rooms and self.pipelined_renewals:
+            pipe = self.client.pipeline(transaction=False)
+            self._renew(*renew_args(locks), client=pipe)
+            self._places.renew_script(*renew_args(rooms), client=pipe)
+            locked, roomed = pipe.execute()
+        else:
+            locked, roomed = self._renew_locks(locks), self._renew_places(rooms)
+        return places.merge(len(items), (plain, locked), (placed, roomed))
+
+    def _renew_locks(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:
         if not items:
             return []
         keys, args = renew_args(items)
-        return [bool(r) for r in self._renew(keys=keys, args=args)]
+        return list(self._renew(keys=keys, args=args))
+
+    def _renew_places(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:
+        return self._places.renew(items) if items else []
 
     def epoch(self) -> Optional[str]:
         """The server's run id: a new one after every restart."""
@@ -244,7 +217,10 @@ class RedisBackend:
                 client.close()
 
     def holder(self, key: str) -> Optional[Dict[str, str]]:
-        """The lock's fields with its remaining ttl, for diagnostics; ``None`` when free."""
+        """The lock's fields with its remaining ttl, for diagnostics; ``None`` when free. For a
+        places key: the place that frees soonest, with ``held`` and ``limit`` (:mod:`.places`)."""
+        if places.is_places(key):
+            return self._places.holder(key)
         pipe = self.client.pipeline(transaction=False)
         pipe.get(key)
         pipe.pttl(key)
@@ -262,7 +238,9 @@ class RedisBackend:
 
     def await_release(self, key: str) -> bool:
         """Ask ``key``'s holder to announce its release (run by a waiter after it subscribed);
-        ``False`` when the lock is free."""
+        ``False`` when the lock is free (for a places key: when a place is free)."""
+        if places.is_places(key):
+            return self._places.await_release(key)
         return bool(self._await(keys=(key,)))
 
     @contextmanager

@@ -23,14 +23,18 @@ restarts empty, can still lose the lock. See ``docs/guarantees.md``.
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import redis
 from redis.exceptions import NoScriptError
 
-from . import record
+from . import places, record
 from .backend import Conflict, Grant, Holder, NotOurs, Outcome
-from .redis_backend import UNKNOWN_HOLDER, RedisBackend, acquired, adopt_call, adopted, queue_acquire, renew_args
+from .places import Limit
+from .redis_places import answer
+from .places import renew_args
+from .redis_backend import RedisBackend
+from .redis_calls import UNKNOWN_HOLDER, acquired, adopt_call, adopted, queue_acquire
 
 __all__ = ["ReplicaAckBackend", "ReplicaAckError"]
 
@@ -43,6 +47,8 @@ class ReplicaAckError(redis.exceptions.ConnectionError):
 
 class ReplicaAckBackend(RedisBackend):
     """A :class:`RedisBackend` whose acquires are acknowledged by ``replicas`` replicas (``WAIT``)."""
+
+    pipelined_renewals = False
 
     def __init__(self, client: Any, grants: Any = None, *, replicas: int = 1, timeout: float = 1.0) -> None:
         super().__init__(client, grants)
@@ -80,7 +86,14 @@ class ReplicaAckBackend(RedisBackend):
                     f"replica(s) within {self.timeout_ms} ms; released again (replica_ack)")
         return result
 
-    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running") -> Outcome:
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running",
+                limit: Optional[Limit] = None) -> Outcome:
+        if places.is_places(key):
+            reply, acked = self._then_wait(*self._places.acquire_call(key, token, ttl_ms, holder, state, limit),
+                                           client=self.grants)
+            taken = self._acknowledged(key, token, answer(reply, token, limit), acked)
+            assert not isinstance(taken, NotOurs)
+            return taken
         value = record.encode(token, state, ttl_ms, holder)
         for _ in range(3):
             pipe = self.grants.pipeline(transaction=False)
@@ -97,12 +110,17 @@ class ReplicaAckBackend(RedisBackend):
         return UNKNOWN_HOLDER
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str,
-              ttl_ms: int, holder: Holder) -> Union[Grant, Conflict, NotOurs]:
+              ttl_ms: int, holder: Holder, limit: Optional[Limit] = None) -> Union[Grant, Conflict, NotOurs]:
+        if places.is_places(key):
+            call = self._places.adopt_call(queued_key, key, queued_token, token, ttl_ms, holder, limit)
+            reply, acked = self._then_wait(*call, client=self.grants)
+            return self._acknowledged(key, token, answer(reply, queued_token if queued_key == key else None, limit),
+                                      acked)
         reply, acked = self._then_wait(self._adopt, *adopt_call(queued_key, key, queued_token, token, ttl_ms, holder),
                                        client=self.grants)
         return self._acknowledged(key, token, adopted(reply, queued_key, key, queued_token), acked)
 
-    def renew(self, items: Sequence[Tuple[Any, ...]]) -> List[bool]:
+    def _renew_locks(self, items: Sequence[Tuple[Any, ...]]) -> List[Any]:
         if not items:
             return []
         keys, args = renew_args(items)
@@ -110,4 +128,4 @@ class ReplicaAckBackend(RedisBackend):
         if acked < self.replicas:
             logger.warning("singleton lock: renewal of %d lock(s) acknowledged by %d of %d replica(s); a "
                            "failover now could shorten them", len(items), acked, self.replicas)
-        return [bool(r) for r in reply]
+        return list(reply)

@@ -14,7 +14,10 @@ from __future__ import annotations
 from importlib.resources import files
 
 __all__ = ["RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "FENCE", "RAISE_FENCE", "COMPLETED", "AWAIT",
-           "CLEAR_FOREIGN", "GEN_SUPERSEDE", "GEN_PEEK", "GEN_CLAIM"]
+           "CLEAR_FOREIGN", "GEN_SUPERSEDE", "GEN_PEEK", "GEN_CLAIM",
+           "PLACE_ACQUIRE", "PLACE_RELEASE", "PLACE_RENEW", "PLACE_FENCE", "PLACE_ADOPT", "PLACE_REQUEUE",
+           "PLACE_AWAIT", "PLACE_MARK_REDELIVERED", "PLACE_READ"]
+
 
 # Python 3.9's files() takes no namespace package and its joinpath takes one name at a time:
 # start from this module's package and step down with "/".
@@ -26,12 +29,18 @@ def _read(name: str) -> str:
 
 
 _COMMON = _read("_common.lua")
+_PLACES = _read("_places.lua")
 
 
 def _script(name: str, *, common: bool = False) -> str:
     """The text of ``lua/<name>.lua``, after ``_common.lua`` when it calls the shared helpers."""
     text = _read(f"{name}.lua")
     return _COMMON + "\n" + text if common else text
+
+
+def _place_script(name: str) -> str:
+    """The text of ``lua/place_<name>.lua``, after ``_common.lua`` and ``_places.lua`` (see :mod:`.places`)."""
+    return "\n".join((_COMMON, _PLACES, _read(f"place_{name}.lua")))
 
 
 RELEASE = _script("release")
@@ -47,3 +56,13 @@ CLEAR_FOREIGN = _script("clear_foreign")
 GEN_SUPERSEDE = _script("gen_supersede", common=True)
 GEN_PEEK = _script("gen_peek", common=True)
 GEN_CLAIM = _script("gen_claim", common=True)
+
+PLACE_ACQUIRE = _place_script("acquire")
+PLACE_RELEASE = _place_script("release")
+PLACE_RENEW = _place_script("renew")
+PLACE_FENCE = _place_script("fence")
+PLACE_ADOPT = _place_script("adopt")
+PLACE_REQUEUE = _place_script("requeue")
+PLACE_AWAIT = _place_script("await")
+PLACE_MARK_REDELIVERED = _place_script("mark_redelivered")
+PLACE_READ = _place_script("read")

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
@@ -437,3 +438,47 @@ def test_workers_publishers_and_the_cli_run_under_the_documented_user(acl_server
 
     store.close()
     assert acl_server.denials() == []
+
+
+def exercise_places(store: Any, layout: KeyLayout) -> None:
+    """Every place operation: take, refuse, fence, renew, read, mark, hand back, adopt, ask, release."""
+    from celery_singleton_lock.store import Limit, limited
+
+    limit = Limit(2, 1_000)
+    keys = limited(layout.keys("acl.places", uuid.uuid4().hex, "queued"), limit)  # fresh: no window left over
+    for n in range(2):
+        assert isinstance(store.acquire(keys.lock, f"p{n}", 10_000, _holder(f"id-p{n}"), limit=limit), Grant)
+    assert isinstance(store.acquire(keys.lock, "p2", 10_000, _holder("id-p2"), limit=limit), Conflict)
+    assert store.fence(keys.lock, keys.fence, "p0") is not None
+    assert store.renew([(keys.lock, "p0", 10_000)]) == [True]
+    assert store.holder(keys.lock) is not None
+    assert store.mark_redelivered(keys.lock, "id-p0")
+    assert store.await_release(keys.lock)
+    assert store.requeue(keys.lock, "p1", 10_000)
+    assert isinstance(store.adopt(keys.lock, keys.lock, "p1", "p3", 10_000, _holder("id-p1"), limit=limit), Grant)
+    assert store.release(keys.lock, "p0", Completion(keys.done, "id-p0", 10_000, True))
+    assert isinstance(store.acquire(keys.queued, "q", 10_000, _holder("id-q"), state="queued", limit=limit), Grant)
+    assert store.release_many([(keys.lock, "p3"), (keys.queued, "q")]) == [True, True]
+    assert list(scan_locks(store.client, layout))
+
+
+def test_places_run_under_the_documented_user_with_their_addition_and_need_all_of_it(acl_server, documented):
+    addition = documented.additions["Limits and windows"]
+    layout = KeyLayout(PREFIX)
+
+    def run(plus) -> None:
+        acl_server.apply(documented.setuser_args(PREFIX, acl_server.password, plus=plus))
+        store = open_store(acl_server.user_url(1), EAGER_HEALTH_CHECKS)
+        try:
+            exercise_places(store, layout)
+        finally:
+            store.close()
+
+    # Given the base line and the addition, every place operation runs, and nothing is refused
+    run(addition)
+    assert acl_server.denials() == []
+    # and without any one command of the addition, Redis refuses some place operation
+    for command in addition:
+        with pytest.raises(redis.exceptions.ResponseError):
+            run([c for c in addition if c != command])
+        assert any(f" {command} " in denial for denial in acl_server.denials()), command

@@ -174,3 +174,28 @@ def test_generations_keep_the_contract_on_the_cluster_in_their_lock_slot(store, 
     keys = bench.keys()
     assert store.client.keyslot(keys.generation) == store.client.keyslot(keys.lock)
     CHECKS[check](bench)
+
+
+def test_a_keys_places_share_its_slot_and_keep_their_limit_on_the_cluster(store):
+    from dataclasses import replace
+
+    from celery_singleton_lock.store.places import Limit, limited
+
+    limit = Limit(3, 0)
+    keys = [limited(KeyLayout("cslcl").keys("placed", f"{n:x}0", "queued"), limit) for n in range(16)]
+    # Given keys of one task over every bucket, each key's places, enqueue places and fence share a slot
+    for one in keys:
+        assert len({store.client.keyslot(k) for k in (one.lock, one.queued, one.fence)}) == 1
+    # When four holders ask for each key, then three get in, and the fourth is told three of three
+    for one in keys:
+        outcomes = [store.acquire(one.lock, f"tok-{n}", 5000, replace(HOLDER, task_id=f"t{n}"), limit=limit)
+                    for n in range(4)]
+        assert [isinstance(o, Grant) for o in outcomes] == [True, True, True, False]
+        assert (outcomes[3].held, outcomes[3].limit) == (3, 3)
+        assert store.holder(one.lock)["held"] == "3"
+    # and renewing and releasing them all at once, across masters, answers each
+    items = [(one.lock, f"tok-{n}") for one in keys for n in range(4)]
+    expected = [n < 3 for _ in keys for n in range(4)]
+    assert store.renew([(key, token, 5000) for key, token in items]) == expected
+    assert store.release_many(items) == expected
+    assert all(store.holder(one.lock) is None for one in keys)

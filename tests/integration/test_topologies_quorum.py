@@ -190,3 +190,32 @@ def test_a_majority_restarted_empty_between_two_holders_gives_the_second_a_large
     finally:
         store.close()
         masters.stop()
+
+
+def test_a_window_on_a_quorum_keeps_a_released_place_on_a_majority():
+    from celery_singleton_lock.store import Conflict, Grant, KeyLayout, Limit, limited
+    from tests.integration.topo import HOLDER
+
+    masters = Masters(3).start()
+    store = open_store(masters.urls, {})
+    try:
+        limit = Limit(1, 1_500)
+        keys = limited(KeyLayout("cslqw").keys("throttled", "a1", "running"), limit)
+        # Given a quorum of three masters and a key with a 1.5 s window, taken and released at once
+        assert isinstance(store.acquire(keys.lock, "t1", 5_000, HOLDER, limit=limit), Grant)
+        first = store.fence(keys.lock, keys.fence, "t1")
+        assert store.release(keys.lock, "t1")
+        # then the next call is refused until the window ends, told how long it still holds
+        refused = store.acquire(keys.lock, "t2", 5_000, HOLDER, limit=limit)
+        assert isinstance(refused, Conflict) and refused.window_ms is not None and refused.window_ms <= 1_500
+        # and once it has ended, the next holder gets it with a larger fence
+        wait_for(lambda: isinstance(store.acquire(keys.lock, "t2", 5_000, HOLDER, limit=limit), Grant), 5,
+                 what="the window to end")
+        assert store.fence(keys.lock, keys.fence, "t2") > first
+        assert store.release(keys.lock, "t2")
+        # and a limit above one is refused by the quorum itself too
+        with pytest.raises(ValueError, match="cannot keep lock_limit > 1"):
+            store.acquire(keys.lock, "t3", 5_000, HOLDER, limit=Limit(3))
+    finally:
+        store.close()
+        masters.stop()

@@ -161,3 +161,42 @@ def _fences_or_none(store):
         return successive_fences(store, "k", "fence", 20)
     except redis.ConnectionError:
         return None
+
+
+def test_places_through_sentinel_are_acknowledged_by_the_replica(group):
+    from celery_singleton_lock.store import KeyLayout
+    from dataclasses import replace
+
+    from celery_singleton_lock.store.places import Limit, limited
+
+    store = open_store(group.url, _options(group, ack=True))
+    try:
+        assert isinstance(store, ReplicaAckBackend)
+        limit = Limit(2, 0)
+        keys = limited(KeyLayout("cslsn").keys("placed", "a1", "queued"), limit)
+        # Given a key with two places, taken through Sentinel's master with replica acknowledgement
+        wait_for(lambda: _granted_place(store, keys.lock, "t1", limit), 10, what="the first place")
+        assert isinstance(store.acquire(keys.lock, "t2", 10000, replace(HOLDER, task_id="t2"), limit=limit), Grant)
+        # then the replica has both, and a third is refused, two of two
+        replica = redis.Redis(port=group.replica.port)
+        try:
+            wait_for(lambda: replica.hlen(keys.lock) == 3, 5, what="the replica's copy")  # two places and ~n
+        finally:
+            replica.close()
+        third = store.acquire(keys.lock, "t3", 10000, replace(HOLDER, task_id="t3"), limit=limit)
+        assert not isinstance(third, Grant) and (third.held, third.limit) == (2, 2)
+        # and an enqueue place on its own key is adopted once a place frees
+        assert isinstance(store.acquire(keys.queued, "q", 10000, replace(HOLDER, task_id="q"), state="queued",
+                                        limit=limit), Grant)
+        assert store.release(keys.lock, "t1")
+        assert isinstance(store.adopt(keys.queued, keys.lock, "q", "n", 10000, HOLDER, limit=limit), Grant)
+        assert store.release_many([(keys.lock, "t2"), (keys.lock, "n")]) == [True, True]
+    finally:
+        store.close()
+
+
+def _granted_place(store, key: str, token: str, limit) -> bool:
+    try:
+        return isinstance(store.acquire(key, token, 10000, HOLDER, limit=limit), Grant)
+    except redis.ConnectionError:
+        return False

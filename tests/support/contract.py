@@ -121,7 +121,7 @@ def conforms_to_the_protocol(bench: Bench) -> None:
     # then every attribute is there and every method takes what the protocol passes.
     backend = bench.backend
     attributes, methods = protocol_members()
-    assert attributes == ["generations", "records_completions"] and "acquire" in methods and "release_events" in methods
+    assert attributes == ["counts_places", "generations", "records_completions"] and "acquire" in methods and "release_events" in methods
     problems = [f"{name}: missing" for name in attributes + methods if not hasattr(backend, name)]
     assert isinstance(backend.records_completions, bool)
     for name in methods:
@@ -766,3 +766,7 @@ def a_burst_that_lasts_its_max_lets_an_older_call_run_once(bench: Bench) -> None
     assert store.claim(key, newest.gen, "call-2", LONG_MS, 100) == RUN_CLAIM
     assert store.claim(key, overdue.gen, "call-1", LONG_MS, 100).outcome == "superseded"
     assert store.claim(key, newest.gen, "call-2", LONG_MS, 100) == Claim("ran", "call-2")
+
+
+# -- keys with a limit or a window: their checks live in their own module and register here -------
+from tests.support import contract_places  # noqa: E402,F401  (registers its checks in CHECKS)

@@ -29,7 +29,7 @@ class MemoryMaster(RedisBackend):
         if self.down:
             raise redis.exceptions.ConnectionError("master down")
 
-    def acquire(self, key, token, ttl_ms, holder, state="running"):
+    def acquire(self, key, token, ttl_ms, holder, state="running", limit=None):
         self._check()
         if key in self.locks:
             held_token, task_id = self.locks[key]

@@ -1,0 +1,63 @@
+"""A call's limit: how many executions of its key may hold it at once, and how long each keeps its place.
+
+``lock_limit`` and ``lock_window`` (:mod:`.options`) become one store
+:class:`~.store.places.Limit` per call, worked out once, where the call's keys are
+(:class:`~.attempt.Attempt` in the worker, the publisher for ``queued*`` scopes, the
+worker's main process when it releases for a dead child). The limit changes the call's
+keys (:func:`call_keys`): a key with more than one place or a window is a room of
+places, and every later store call on it (renew, release, fence, events) goes there by
+the key alone, so nothing past this module asks which kind of lock it holds.
+``lock_limit=1`` with no window keeps the singleton lock's keys: today's exact path.
+
+What a limit changes for a duplicate is said here too: a window's end is known, so a
+re-queued duplicate aims at it (:func:`window_countdown`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+from .exceptions import ConfigurationError
+from .store import QUORUM_LIMIT, Conflict, Limit, LockKeys, keeps_one_place, limited
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .options import LockOptions
+    from .settings import AppSettings
+
+__all__ = ["call_limit", "call_keys", "refuse_unsupported", "window_countdown"]
+
+
+def call_limit(task_name: str, options: "LockOptions", args: Sequence[Any], kwargs: Mapping[str, Any]) -> Limit:
+    """The limit of one call: ``lock_limit`` (called with the arguments as the body gets them,
+    as a ``lock_key`` function is) and ``lock_window``."""
+    count = options.limit(*args, **kwargs) if callable(options.limit) else options.limit
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ConfigurationError(f"task {task_name!r}: the lock_limit function returned {count!r}, "
+                                 "expected an int >= 1", task=task_name)
+    return Limit(count, int(round(options.window * 1000)))
+
+
+def call_keys(keys: LockKeys, limit: Limit) -> LockKeys:
+    """The call's keys under its limit: the singleton lock's, or its key's places."""
+    return limited(keys, limit)
+
+
+def refuse_unsupported(task_name: str, options: "LockOptions", settings: "AppSettings") -> None:
+    """Refuse at definition a limit the lock store cannot keep: a quorum of masters holds one
+    place per key at most (a ``lock_limit`` function might return more). Windows work everywhere."""
+    if options.limit == 1 or not keeps_one_place(settings.url, settings.backend):
+        return
+    raise ConfigurationError(f"task {task_name!r}: lock_limit={options.limit!r} with a quorum lock store: "
+                             f"{QUORUM_LIMIT}", task=task_name)
+
+
+def window_countdown(conflict: Optional[Conflict]) -> Optional[float]:
+    """When a re-queued duplicate should try again if the place it waits for is held by a window
+    alone: just after the window's end (a known time: nobody can extend it), jittered over a
+    tenth of the window so the re-queued calls do not all come back at once. ``None`` when every
+    place is held by a live run (then ``lock_retry_delay`` applies, as for a singleton lock)."""
+    if conflict is None or conflict.window_ms is None:
+        return None
+    window = conflict.window_ms / 1000.0
+    return window + random.uniform(0.01, max(0.05, 0.1 * window))

@@ -1,0 +1,116 @@
+-- Helpers shared by the place_*.lua scripts (see places.py for a place's value and the key's
+-- fields). The loader (scripts.py) puts _common.lua and this file in front of each of them.
+-- It names no KEYS or ARGV of its own: the calling script passes its keys and arguments in.
+
+-- now_ms(): the server's clock, in ms since the epoch.
+local function now_ms()
+  return math.floor(now_us() / 1000)
+end
+
+-- ms(x): a number of ms as an integer string (never in exponent notation).
+local function ms(x)
+  return string.format('%d', x)
+end
+
+-- place_parts(v): a place's state, flags, lease end and window end (ms), and the rest of
+-- its value after the window end (' <hb> <ttl> ...', with its leading space).
+local function place_parts(v)
+  local state, flags, lease, keep, rest = string.match(v, '^(%S+) (%S+) (%d+) (%d+)(.*)$')
+  return state, flags or '-', tonumber(lease or '0'), tonumber(keep or '0'), rest or ''
+end
+
+-- place_end(v): when the place frees: its window end once released, else the later of its
+-- lease end and its window end.
+local function place_end(v)
+  local state, _, lease, keep = place_parts(v)
+  if state == 'released' then
+    return keep
+  end
+  return math.max(lease, keep)
+end
+
+-- holds(v, now): whether a place's token still holds it (neither released nor lapsed).
+local function holds(v, now)
+  local state, _, lease = place_parts(v)
+  return state ~= 'released' and lease > now
+end
+
+-- task_of(v): the task id a place's value names (its last field).
+local function task_of(v)
+  return string.match(v, '^%S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ (.*)$')
+end
+
+-- survey(key, now, token[, task]): drop the places that ended, and describe the others.
+-- Returns: the value under token (nil when none), how many other places are live, the value,
+-- end and token of the one that frees soonest, the soonest end of a released place (nil:
+-- none), the latest end of any live place (0: none), and the token and value of another
+-- place held (not released) under the task id task (nil: none; task nil or '': not looked for).
+local function survey(key, now, token, task)
+  local all = redis.call('hgetall', key)
+  local mine, count, soon_v, soon_e, soon_f, window, last = nil, 0, nil, nil, nil, nil, 0
+  local twin_f, twin_v = nil, nil
+  for i = 1, #all, 2 do
+    local field, v = all[i], all[i + 1]
+    if string.byte(field, 1) ~= 126 then -- '~': the key's own fields (~n, ~w)
+      local e = place_end(v)
+      if e <= now then
+        redis.call('hdel', key, field)
+      else
+        if e > last then
+          last = e
+        end
+        if field == token then
+          mine = v
+        else
+          count = count + 1
+          if not soon_e or e < soon_e then
+            soon_v, soon_e, soon_f = v, e, field
+          end
+          if string.sub(v, 1, 9) == 'released ' then
+            if not window or e < window then
+              window = e
+            end
+          elseif task and task ~= '' and task_of(v) == task then
+            twin_f, twin_v = field, v
+          end
+        end
+      end
+    end
+  end
+  return mine, count, soon_v, soon_e, soon_f, window, last, twin_f, twin_v
+end
+
+-- refused(v, e, now, count, window, same, field): a refusal's reply, {0, value, pttl, held,
+-- window ms (-1: none), same token (1/0), token}, describing the place v (under the token
+-- field) that frees at e.
+local function refused(v, e, now, count, window, same, field)
+  local w = -1
+  if window then
+    w = window - now
+  end
+  return {0, v, e - now, count, w, same, field}
+end
+
+-- keep_alive(key, ttl): the key lives at least ttl ms more (never shortened).
+local function keep_alive(key, ttl)
+  if redis.call('pttl', key) < ttl then
+    redis.call('pexpire', key, ms(ttl))
+  end
+end
+
+-- refit(key, now): the key lives exactly as long as its latest place; gone with none left.
+local function refit(key, now)
+  local _, count, _, _, _, _, last = survey(key, now, '')
+  if last <= now then
+    redis.call('del', key)
+  else
+    redis.call('pexpire', key, ms(last - now))
+  end
+end
+
+-- announce(key): tell a waiter that asked (~w) that a place was let go.
+local function announce(key)
+  if redis.call('hdel', key, '~w') == 1 then
+    redis.call('publish', key, 'released')
+  end
+end

@@ -1,0 +1,200 @@
+"""Places: up to N holders of one key at once, each kept at least a window after it was taken.
+
+A singleton lock is one string (:mod:`.record`) taken with ``SET NX``. A key with a
+*limit* above one, or a *window*, is a room of its own: a hash of **places**, one field per
+holder's token (as Redisson's ``RPermitExpirableSemaphore`` keeps one entry per permit id
+with its own lease, never a shared counter that a killed holder would leak)::
+
+    <lock key>:places          one hash per key (and <lock key>:queued:places for ``queued``)
+      <token>  ->  "<state> <flags> <lease_end> <keep_until> <hb> <ttl> <since> <pid> <host> <task_id>"
+      ~n       ->  the limit of the last grant (a waiter's ask compares against it)
+      ~w       ->  present while a waiter asks for the next release to be announced
+
+``state`` is ``running``, ``queued`` (an enqueue place waiting for its message) or
+``released``; ``flags`` is ``-`` or ``r`` (a redelivered copy of the holder's message met
+it). ``lease_end`` and ``keep_until`` are the *server's* clock in ms since the epoch
+(``TIME``), so every holder, whatever its own clock, is judged by one clock:
+
+- **Lease.** A running or queued place lives until ``lease_end``; the holder's heartbeat
+  moves it (``place_renew.lua``), as it extends a singleton lock's TTL. A holder that died
+  stops renewing, and its place ends at ``lease_end``.
+- **Window.** ``keep_until`` is the grant's time plus the window. A released place stays
+  (state ``released``) until then, so at most *limit* places are *taken* in any span of
+  the window's length: a place ends at ``max(lease_end, keep_until)`` while held and at
+  ``keep_until`` once released. A dead holder's place is kept until its window ends too.
+- **Pruning.** Every script that looks at a key's places first drops those that ended
+  (``survey`` in ``_places.lua``); the hash never holds more than *limit* live places plus
+  the dead ones since the last look, and the key's TTL follows its latest place's end, so a
+  key nobody touches again disappears with it. ``~n`` and ``~w`` go with the key.
+- **Tokens and fences.** Every change compares the caller's token (its own field), so no
+  caller renews, releases or hands back a place it does not hold; a released or lapsed
+  place is not its token's any more. Fences come from the key's bucket counter, as a
+  singleton lock's do, and only to a token that holds a live place: one counter per
+  bucket, so they strictly increase per key across every holder of every place.
+- **Cluster.** The places key carries its lock key's hash tag, so all of one key's places,
+  its enqueue places and its fencing counter sit in one slot; different keys spread as
+  their lock keys do.
+
+**One seam, dispatching on the key.** The Celery layer calls the same
+:class:`~.backend.LockBackend` methods for both rooms: :meth:`~.backend.LockBackend.acquire`
+and :meth:`~.backend.LockBackend.adopt` take the call's :class:`Limit` (``None``: the
+singleton lock), and every other method (renew, release, release_many, fence, requeue,
+holder, release_events, mark_redelivered) recognises a places key by its name
+(:func:`is_places`). The keys themselves come from :func:`limited`, applied once to a
+call's :class:`~.keys.LockKeys`, so a limited call's lease, exits and heartbeat carry a
+places key and need no branch of their own. ``Limit(1, 0)`` is never a room: a call with
+no limit and no window keeps the singleton lock's exact path (``SET NX``, the same
+release and renew scripts).
+
+A refused acquire answers a :class:`~.backend.Conflict` for the place that frees soonest
+(``pttl_ms``: until its lease or window ends), with ``held`` places of ``limit`` taken and
+``window_ms``, the exact time until the soonest *released* place's window ends (known:
+nobody can extend it), for a retry to aim at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import record
+from .backend import Conflict, Holder
+from .keys import LockKeys
+
+__all__ = ["Limit", "SINGLETON", "SUFFIX", "is_places", "places_key", "limited", "tail", "decode", "conflict",
+           "split", "merge", "state_of", "text", "renew_args", "QUORUM_LIMIT", "refuse_limit",
+           "keeps_one_place"]
+
+#: What a places key's name ends with.
+SUFFIX = ":places"
+
+#: A place's fields, in the order the value lists them.
+FIELDS = ("state", "flags", "lease_end", "keep_until", "hb", "ttl", "since", "pid", "host", "task_id")
+
+
+@dataclass(frozen=True)
+class Limit:
+    """How many holders one key admits at once (``count``), and how long a place is kept
+    after it was taken (``window_ms``)."""
+
+    count: int = 1
+    window_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"a limit is an int >= 1, not {self.count!r}")
+        if isinstance(self.window_ms, bool) or not isinstance(self.window_ms, int) or self.window_ms < 0:
+            raise ValueError(f"a window is an int of ms >= 0, not {self.window_ms!r}")
+
+    @property
+    def singleton(self) -> bool:
+        """Whether this is the plain lock (one holder, no window): no room of places."""
+        return self.count == 1 and self.window_ms == 0
+
+
+#: The singleton lock's limit.
+SINGLETON = Limit()
+
+
+def is_places(key: str) -> bool:
+    """Whether ``key`` names a room of places (else a singleton lock)."""
+    return key.endswith(SUFFIX)
+
+
+def places_key(key: str) -> str:
+    """The places key beside a lock key (same hash tag, so the same Cluster slot)."""
+    return key if is_places(key) else key + SUFFIX
+
+
+def limited(keys: LockKeys, limit: Optional[Limit]) -> LockKeys:
+    """A call's keys under ``limit``: unchanged for the singleton lock, places keys otherwise."""
+    if limit is None or limit.singleton:
+        return keys
+    return replace(keys, lock=places_key(keys.lock), queued=places_key(keys.queued))
+
+
+def tail(ttl_ms: int, holder: Holder) -> str:
+    """The part of a place's value after its clock fields: who holds it (see :mod:`.record`)."""
+    return " ".join((str(int(holder.heartbeat_ms)), str(int(ttl_ms)), str(int(holder.since_ms)),
+                     str(int(holder.pid)), record.word(holder.host), holder.task_id))
+
+
+def decode(value: Any) -> Dict[str, str]:
+    """A place's fields by name (``''`` for those a short value lacks); ``redelivered`` is ``'1'`` or ``''``."""
+    return record.decode(value, FIELDS)
+
+
+def state_of(value: Any) -> str:
+    return decode(value)["state"]
+
+
+def _int(value: str) -> Optional[int]:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def conflict(reply: Sequence[Any], token: Optional[str], limit: int) -> Conflict:
+    """The :class:`Conflict` of a refusal ``{0, value, pttl, held, window (-1: none), same, token}``."""
+    _, value, pttl, held, window, same, holder_token = reply[:7]
+    fields = decode(value)
+    window_ms = int(window)
+    return Conflict(task_id=fields["task_id"], host=fields["host"], pid=_int(fields["pid"]),
+                    since_ms=_int(fields["since"]), pttl_ms=max(int(pttl or 0), 0),
+                    heartbeat_ms=_int(fields["hb"]), state=fields["state"],
+                    same_token=token is not None and int(same) == 1,
+                    held=int(held), limit=limit, window_ms=window_ms if window_ms >= 0 else None,
+                    holder_token=text(holder_token))
+
+
+def text(value: Any) -> str:
+    """A reply as text (redis-py answers bytes unless told to decode)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def split(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[int], List[int]]:
+    """The indices of singleton-lock items and of places items, each in order."""
+    plain = [i for i, item in enumerate(items) if not is_places(item[0])]
+    placed = [i for i, item in enumerate(items) if is_places(item[0])]
+    return plain, placed
+
+
+def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
+    """RENEW's and PLACE_RENEW's KEYS and ARGV for ``(key, token, ttl_ms[, heartbeat_ms])`` items
+    (heartbeat defaults to a third of the ttl, as a task's does)."""
+    keys = [item[0] for item in items]
+    args = ([item[1] for item in items] + [item[2] for item in items]
+            + [item[3] if len(item) > 3 else item[2] // 3 for item in items])
+    return keys, args
+
+
+def merge(size: int, *parts: Tuple[List[int], Sequence[Any]]) -> List[bool]:
+    """Answers per item from ``(indices, answers)`` parts, back in the items' order."""
+    out = [False] * size
+    for indices, answers in parts:
+        for index, answer in zip(indices, answers):
+            out[index] = bool(answer)
+    return out
+
+
+#: Why a quorum of masters takes one place per key at most.
+QUORUM_LIMIT = ("a quorum of independent Redis masters cannot keep lock_limit > 1: each master counts the places "
+                "it saw, different masters admit different holders, and more than lock_limit of them can each "
+                "win a majority (with 3 masters and a limit of 3, four holders can each hold 2 of 3); "
+                "use one Redis, Sentinel or a Redis Cluster for lock_limit > 1 (lock_window works on a quorum)")
+
+
+def keeps_one_place(url: Any, backend: Any) -> bool:
+    """Whether the store a lock URL (or a list of them) or a store object names keeps one place
+    per key at most: a quorum of masters (:data:`QUORUM_LIMIT`)."""
+    if backend is not None:
+        return not backend.counts_places
+    return isinstance(url, (list, tuple)) and len(url) > 1
+
+
+def refuse_limit(limit: Optional[Limit]) -> None:
+    """A quorum of masters (:mod:`.quorum`) takes one place per key at most (:data:`QUORUM_LIMIT`);
+    the task definition refuses more first, so this only stops a direct caller."""
+    if limit is not None and limit.count > 1:
+        raise ValueError(QUORUM_LIMIT)

@@ -1,0 +1,220 @@
+"""``lock_limit`` and ``lock_window`` through real prefork workers, judged from what the bodies recorded.
+
+Given two workers and storms of calls over several keys, the bodies record their intervals
+(and when their execution began asking for its place); the tests count, per key, how many
+ran at once and how many started within a window.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import defaultdict
+from typing import Dict, List
+
+import pytest
+
+from tests.integration.helpers import lock_keys, records
+from tests.support.waits import wait_for
+
+APP = "tests.integration.proj_limits"
+
+
+@pytest.fixture
+def limits_proj(proj):
+    import tests.integration.proj_limits as module
+
+    return module
+
+
+def _by_key(intervals: List[dict]) -> Dict[str, List[dict]]:
+    grouped: Dict[str, List[dict]] = defaultdict(list)
+    for entry in intervals:
+        grouped[entry["key"]].append(entry)
+    return grouped
+
+
+def _most_at_once(entries: List[dict]) -> int:
+    edges = sorted([(e["start"], 1) for e in entries] + [(e["end"], -1) for e in entries])
+    most = running = 0
+    for _, step in edges:  # an end before a start at the same instant: sorted -1 first
+        running += step
+        most = max(most, running)
+    return most
+
+
+def _settle(results, timeout: float) -> None:
+    wait_for(lambda: all(r.ready() for r in results), timeout, interval=0.2, what="every call to finish")
+    for result in results:
+        result.get(timeout=5)
+
+
+def test_a_storm_over_10_keys_never_runs_more_than_3_of_a_key_and_reaches_3(limits_proj, start_worker,
+                                                                            events_redis, lock_redis):
+    # Given two prefork workers of four processes each
+    for _ in range(2):
+        start_worker(concurrency=4, app=APP)
+    # When 10 keys get 5 calls each, each key's calls back to back
+    calls = [(f"k{k}", n) for k in range(10) for n in range(5)]
+    results = [limits_proj.limited.delay(key, seq=n) for key, n in calls]
+    _settle(results, 120)
+    # then every call ran (the duplicates were re-queued until a place freed)
+    intervals = records(events_redis)
+    assert sorted((e["key"] for e in intervals)) == sorted(key for key, _ in calls)
+    # and no key ever had more than 3 bodies running at once, and some key had 3
+    most = {key: _most_at_once(entries) for key, entries in _by_key(intervals).items()}
+    assert max(most.values()) == 3, most
+    # and a holder that began asking after another holder of its key had finished has a larger fence
+    for entries in _by_key(intervals).values():
+        assert all(a["fence"] < b["fence"] for a in entries for b in entries if a["end"] <= b["asked"])
+        assert len({e["fence"] for e in entries}) == len(entries)
+    # and every place is given back: nothing left but bookkeeping
+    wait_for(lambda: not lock_keys(lock_redis), 10, what="every places key to go")
+
+
+def _violations(entries: List[dict], limit: int, window: float) -> List[List[dict]]:
+    """Sets of more than ``limit`` calls whose places were granted within ``window`` seconds: a place
+    is granted between ``asked`` and ``start``, so limit + 1 calls whose latest start is less than
+    ``window`` after their earliest ask were granted closer together than the window allows."""
+    ordered = sorted(entries, key=lambda e: e["start"])
+    found = []
+    for last in range(len(ordered)):
+        inside = [e for e in ordered[:last + 1] if ordered[last]["start"] - e["asked"] < window]
+        if len(inside) > limit:
+            found.append(inside)
+    return found
+
+
+def test_a_window_of_2s_never_starts_more_than_5_of_a_key_and_starts_5_in_some(limits_proj, start_worker,
+                                                                                 events_redis):
+    for _ in range(2):
+        start_worker(concurrency=4, app=APP)
+    # When 3 keys get 12 near-instant calls each (lock_retry_delay is 60 s: only the window's
+    # end brings a re-queued call back in time)
+    calls = [(f"w{k}", n) for k in range(3) for n in range(12)]
+    results = [limits_proj.windowed.delay(key, seq=n) for key, n in calls]
+    _settle(results, 60)
+    intervals = records(events_redis)
+    assert len(intervals) == len(calls)
+    for key, entries in _by_key(intervals).items():
+        # then no more than 5 of a key were granted in any 2 s span
+        assert _violations(entries, 5, 2.0) == [], key
+        # and 5 started in some 2 s span
+        starts = sorted(e["start"] for e in entries)
+        assert any(b - a < 2.0 for a, b in zip(starts, starts[4:])), (key, starts)
+        # and the re-queued calls came back just after a window's end, not lock_retry_delay later
+        assert max(starts) - min(starts) < 12, (key, starts)
+
+
+def test_a_killed_child_frees_its_place_at_once(limits_proj, start_worker, events_redis, lock_redis):
+    worker = start_worker(concurrency=2, app=APP)
+    # Given two long runs holding both places of a key
+    first = [limits_proj.limited_long.delay("kk", seq=n) for n in range(2)]
+    wait_for(lambda: len(worker.children()) == 2 and _held(lock_redis) == 2, 20, what="both places taken")
+    # When one pool child is killed
+    os.kill(worker.children()[0], signal.SIGKILL)
+    # then its place is given back by the worker's main process, long before its ttl (30 s)
+    wait_for(lambda: _held(lock_redis) == 1, 5, what="the killed child's place to free")
+    for result in first:
+        result.revoke(terminate=True)
+
+
+def _held(lock_redis) -> int:
+    keys = lock_keys(lock_redis)
+    return sum(1 for key in keys for field, value in lock_redis.hgetall(key).items()
+               if not field.startswith("~") and not value.startswith("released "))
+
+
+def _sent(beat) -> int:
+    return beat.log().count("Sending due task tick")
+
+
+@pytest.mark.parametrize("duration", [0.0, 3.0], ids=["instant-body", "body-longer-than-the-period"])
+def test_two_beats_a_tick_apart_run_the_job_once_per_tick(limits_proj, start_worker, events_redis, duration):
+    # Given a worker and two beat processes with the same 2 s interval schedule (separate schedule
+    # files), the second started 0.7 s after the first, both publishing the recipe's job
+    start_worker(concurrency=4, app=APP)
+    env = {"CSL_TICK_DURATION": str(duration)}
+    first = start_worker.beat(env=env, app=APP)
+    time.sleep(0.7)  # the offset under test, not a wait for anything
+    second = start_worker.beat(env=env, app=APP)
+    # When both have published for a while (each tick twice)
+    wait_for(lambda: _sent(second) >= 6, 30, interval=0.2, what="six ticks of the second beat")
+    first.stop()
+    second.stop()
+    ticks = _sent(first)
+    wait_for(lambda: all(e["end"] for e in records(events_redis)), 10, what="the last run to end")
+    starts = sorted(e["start"] for e in records(events_redis))
+    # then no tick ran twice: runs are a period apart (less the beats' jitter), never two per tick
+    assert all(b - a > 0.9 * limits_proj.PERIOD for a, b in zip(starts, starts[1:])), starts
+    if duration < limits_proj.PERIOD:
+        # and every tick ran once (the first beat's ticks; the last may still have been on its way)
+        assert ticks - 1 <= len(starts) <= ticks, (ticks, starts)
+    else:
+        # and a run that outlasts the period skips the ticks it covers: one run per tick it starts in
+        assert len(starts) >= ticks // 2 - 1, (ticks, starts)
+
+
+def test_queued_or_running_counts_calls_from_publish_to_end(limits_proj, start_worker, events_redis, lock_redis):
+    # Given no worker yet, when five calls of one key are published under lock_limit=2
+    results = [limits_proj.qor_limited.delay("q", seq=n) for n in range(5)]
+    # then two are published, and the other three answer with a holder's result, publishing nothing
+    published = {r.id for r in results[:2]}
+    assert all(r.id in published for r in results[2:])
+    start_worker(concurrency=4, app=APP)
+    _settle(results[:2], 30)
+    assert len(records(events_redis)) == 2
+    wait_for(lambda: not lock_keys(lock_redis), 10, what="every places key to go")
+
+
+def test_queued_lets_up_to_the_limit_wait_beside_up_to_the_limit_running(limits_proj, start_worker, events_redis):
+    # Given no worker yet, when four calls of one key are published under lock_limit=2
+    first = [limits_proj.queued_limited.delay("k", seq=n) for n in range(4)]
+    # then two wait in the queue; the others were skipped at enqueue
+    assert len({r.id for r in first}) == 2
+    # When a worker runs the two, and four more are published while they run
+    start_worker(concurrency=4, app=APP)
+    wait_for(lambda: len(records(events_redis, "intervals")) == 0 and _places_running(limits_proj), 20,
+             what="both to run")
+    second = [limits_proj.queued_limited.delay("k", seq=n) for n in range(4, 8)]
+    # then two more queue beside the two running, and every queued call runs in the end
+    assert len({r.id for r in second}) == 2
+    _settle(first + second, 60)
+    intervals = records(events_redis)
+    assert len(intervals) == 4
+    assert _most_at_once(intervals) <= 2
+
+
+def _places_running(limits_proj) -> bool:
+    workers = limits_proj.app.control.inspect(timeout=0.5).active() or {}
+    return sum(len(tasks) for tasks in workers.values()) == 2
+
+
+def test_a_killed_worker_frees_its_places_within_lock_ttl(limits_proj, start_worker, lock_redis):
+    worker = start_worker(concurrency=2, app=APP)
+    # Given both places of a key held by a worker's long runs (lock_ttl 3 s)
+    results = [limits_proj.limited_short_ttl.delay("kw", seq=n) for n in range(2)]
+    wait_for(lambda: _held(lock_redis) == 2, 20, what="both places taken")
+    # When the whole worker is killed (nobody is left to release)
+    worker.kill()
+    # then both places free once their leases run out, within lock_ttl
+    wait_for(lambda: _held(lock_redis) == 0, 3 + 1, interval=0.05, what="the dead worker's places to free")
+    assert len(results) == 2
+
+
+def test_two_beats_with_a_crontab_schedule_run_the_job_once_per_minute(limits_proj, start_worker, events_redis):
+    # Given two beat processes with the same every-minute crontab schedule, the second started
+    # 0.7 s after the first, publishing the recipe's job (a window of 0.9 minutes)
+    start_worker(concurrency=2, app=APP)
+    first = start_worker.beat(env={"CSL_CRON_TICKS": "1"}, app=APP)
+    time.sleep(0.7)  # the offset under test, not a wait for anything
+    second = start_worker.beat(env={"CSL_CRON_TICKS": "1"}, app=APP)
+    # When both have published two ticks (each tick twice)
+    wait_for(lambda: _sent(first) >= 2 and _sent(second) >= 2, 150, interval=0.5, what="two ticks of each beat")
+    first.stop()
+    second.stop()
+    wait_for(lambda: len(records(events_redis)) >= 2, 10, what="both ticks' runs")
+    starts = sorted(e["start"] for e in records(events_redis))
+    # then each tick ran exactly once
+    assert len(starts) == 2 and starts[1] - starts[0] > 54, starts
