@@ -16,6 +16,7 @@ import redis
 
 from celery_singleton_lock.store import Grant, Holder, KeyLayout, RedisBackend, open_store
 from celery_singleton_lock.store.places import Limit, limited
+from celery_singleton_lock.store.redis_places import release_call
 from tests.support.waits import wait_for
 
 HOLDER = Holder(task_id="t", host="h", pid=1, since_ms=0, heartbeat_ms=1000)
@@ -96,7 +97,8 @@ def test_100000_distinct_keys_taken_once_leave_nothing_after_their_windows(store
             key = limited(layout.keys("job", f"{n:x}", "running"), limit).lock
             script, keys, args = places.acquire_call(key, "once", 60_000, HOLDER, "running", limit)
             script(keys=keys, args=args, client=pipe)
-            places.release_script(keys=(key,), args=("once",), client=pipe)
+            keys, args = release_call(key, "once", None)
+            places.release_script(keys=keys, args=args, client=pipe)
         assert pipe.execute() == [1, 1] * 1_000
     # then the last one is there while its window holds, with a TTL of at most the window
     sample = limited(layout.keys("job", f"{100_000 - 1:x}", "running"), limit).lock
