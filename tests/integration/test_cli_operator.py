@@ -20,8 +20,9 @@ import pytest
 from celery_singleton_lock.store import Holder, KeyLayout, RedisBackend, pid_namespace
 from tests.integration.helpers import lock_field
 from tests.integration.test_cli import QUICK_TTL, ROOT, holding, listed, run_cli  # noqa: F401 - a fixture
+from tests.support.suite_redis import lock_prefix
 
-LAYOUT = KeyLayout("csltest")
+LAYOUT = KeyLayout(lock_prefix())
 
 
 def _stale(store: RedisBackend, task: str, digest: str, task_id: str) -> str:
@@ -116,7 +117,7 @@ def test_a_foreign_string_and_a_foreign_type_are_holders_and_never_stop_a_renewa
 def test_clear_stale_in_another_pid_namespace_leaves_a_live_holder_alone(holding, lock_redis):
     # Given a live holder, renewed every second by a worker on this host
     _, result, started = holding
-    [key] = [k for k in lock_redis.scan_iter("csltest:*") if not k.endswith((":fence", ":done"))]
+    [key] = [k for k in lock_redis.scan_iter(f"{lock_prefix()}:*") if not k.endswith((":fence", ":done"))]
     token = lock_field(lock_redis, key, "token")
 
     # When an operator in another PID namespace of the same host (a host-networked container),

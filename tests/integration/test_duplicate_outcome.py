@@ -23,6 +23,7 @@ import pytest
 from tests.integration.helpers import records
 from tests.support.scrape import free_port
 from tests.support.waits import wait_for
+from tests.support.suite_redis import lock_prefix
 
 APP = "tests.integration.proj_flower"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,7 +76,7 @@ def test_a_skipped_duplicate_names_lock_holder_and_policy_in_the_backend_and_in_
     assert meta["result"] is None and meta["status"] == "SUCCESS"
     assert meta["singleton_lock_holder"] == started[0]["id"]
     assert meta["singleton_lock_policy"] == "skip"
-    assert meta["singleton_lock_key"].startswith("csltest:{tests.integration.proj.sync:")
+    assert meta["singleton_lock_key"].startswith(f"{lock_prefix()}:{{tests.integration.proj.sync:")
 
     info = wait_for(lambda: (lambda t: t if t and t.get("state") == "SUCCESS" and "singleton_lock_key" in t
                              else None)(_get(f"{flower}/api/task/info/{duplicate.id}")),

@@ -18,6 +18,7 @@ from celery_singleton_lock.store import Grant, Holder, KeyLayout, RedisBackend, 
 from celery_singleton_lock.store.places import Limit, limited
 from celery_singleton_lock.store.redis_places import release_call
 from tests.support.waits import wait_for
+from tests.support.suite_redis import lock_prefix
 
 HOLDER = Holder(task_id="t", host="h", pid=1, since_ms=0, heartbeat_ms=1000)
 
@@ -117,7 +118,7 @@ def test_celery_locks_lists_each_place_as_k_of_n_with_its_window(proj, store):
 
     # Given a key with three places and a minute's window: two held by live holders, one released
     limit = Limit(3, 60_000)
-    keys = limited(KeyLayout("csltest").keys("tests.integration.proj.storm", "ab" * 16, "running"), limit)
+    keys = limited(KeyLayout(lock_prefix()).keys("tests.integration.proj.storm", "ab" * 16, "running"), limit)
     for n in range(3):
         alive = Holder(task_id=f"t{n}", host=socket.gethostname(), pid=os.getpid(), since_ms=n,
                        heartbeat_ms=20_000)
