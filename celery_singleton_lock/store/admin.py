@@ -80,6 +80,7 @@ class LockRecord:
     held: Optional[int] = None       # a place of a key with a limit or a window: places taken...
     limit: Optional[int] = None      # ... of how many (see admin_places.py)
     window_ms: Optional[int] = None  # how long its window still keeps the place
+    released_ms: Optional[int] = None  # a released place: how long ago it was released (None: not known)
 
     @property
     def live(self) -> bool:

@@ -22,6 +22,9 @@ it). ``lease_end`` and ``keep_until`` are the *server's* clock in ms since the e
   (state ``released``) until then, so at most *limit* places are *taken* in any span of
   the window's length: a place ends at ``max(lease_end, keep_until)`` while held and at
   ``keep_until`` once released. A dead holder's place is kept until its window ends too.
+  A released place's ``lease_end`` says when it was released (``celery locks show`` says so;
+  ``0`` in a place released before it was written): the release rewrites the place anyway,
+  and a singleton lock, deleted on release, keeps no such record.
 - **Pruning.** Every script that looks at a key's places first drops those that ended
   (``survey`` in ``_places.lua``); the hash never holds more than *limit* live places plus
   the dead ones since the last look, and the key's TTL follows its latest place's end, so a

@@ -1,0 +1,84 @@
+"""``celery locks`` on keys with places: every holder shown, counted per task, and a released place's time.
+
+Given a key with a limit and a window whose places are taken and given back through the store
+itself (no worker: what ``locks`` reads is the store), the operator's commands name every holder
+(``k of N``, each with its window's time left), count places per task, and say when a place its
+window keeps was released.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from typing import Dict, Iterator
+
+import pytest
+
+from celery_singleton_lock.store import Grant, Holder, KeyLayout, RedisBackend, open_store
+from celery_singleton_lock.store.places import Limit, limited
+from tests.integration.test_cli import run_cli
+
+TASK = "tests.integration.proj.storm"
+
+
+@pytest.fixture
+def store(test_env: Dict[str, str]) -> Iterator[RedisBackend]:
+    opened = open_store(test_env["CSL_LOCK_URL"])
+    assert isinstance(opened, RedisBackend)
+    yield opened
+    opened.close()
+
+
+def _take(store: RedisBackend, limit: Limit, digest: str, count: int) -> str:
+    keys = limited(KeyLayout("csltest").keys(TASK, digest, "running"), limit)
+    for n in range(count):
+        alive = Holder(task_id=f"t{n}", host=socket.gethostname(), pid=os.getpid(), since_ms=n,
+                       heartbeat_ms=20_000)
+        assert isinstance(store.acquire(keys.lock, f"tok-{n}", 60_000, alive, limit=limit), Grant)
+    return keys.lock
+
+
+def test_show_names_every_holder_of_a_key_with_places(proj, store):
+    # Given a key with three places and a minute's window: three taken, the first given back
+    key = _take(store, Limit(3, 60_000), "cd" * 16, 3)
+    assert store.release(key, "tok-0")
+    # When an operator shows it by its digest
+    proc = run_cli("show", "cdcdcdcd")
+    assert proc.returncode == 0, proc.stderr
+    # then every holder is shown, as k of N with its window's time left
+    assert proc.stdout.count("holder task id:") == 3
+    assert {"t0", "t1", "t2"} == set(re.findall(r"holder task id: (\S+)", proc.stdout))
+    assert proc.stdout.count("running (3 of 3, window") == 2
+    # and the place given back says when, and how long its window keeps it
+    released = re.search(r"state: released (\S+) ago, its window keeps the place (\S+) more", proc.stdout)
+    assert released, proc.stdout
+    assert released.group(1).endswith("ms") or float(released.group(1).rstrip("s")) < 30
+    assert 50 < float(released.group(2).rstrip("s")) <= 60
+    # and --json lists every place
+    shown = json.loads(run_cli("show", "cdcdcdcd", "--json").stdout)
+    assert sorted(r["task_id"] for r in shown) == ["t0", "t1", "t2"]
+    assert [r["released_ms"] is not None for r in sorted(shown, key=lambda r: r["task_id"])] == [True, False, False]
+
+
+def test_list_counts_a_key_with_places_once_and_each_holder(proj, store):
+    # Given one key of a task with two of its three places running and one kept by its window
+    key = _take(store, Limit(3, 60_000), "ef" * 16, 3)
+    assert store.release(key, "tok-2")
+    # When an operator lists the locks
+    proc = run_cli("list")
+    assert proc.returncode == 0, proc.stderr
+    counts = proc.stdout.split("\n\n", 1)[1].splitlines()
+    header, row = counts[0].split(), next(line.split() for line in counts[1:] if line.startswith(TASK))
+    # then the task holds one lock, run by two holders, with one place its window keeps
+    assert dict(zip(header, row)) == {"TASK": TASK, "LOCKS": "1", "RUNNING": "2", "QUEUED": "0",
+                                      "WINDOW-KEPT": "1", "STALE": "0", "LOST": "0"}
+
+
+def test_show_of_a_key_released_with_no_window_says_the_store_keeps_no_record(proj, store):
+    key = _take(store, Limit(2, 0), "ab" * 16, 1)
+    assert store.release(key, "tok-0")
+    proc = run_cli("show", key)
+    assert proc.returncode == 1
+    assert "the store keeps no record of when" in proc.stderr
