@@ -6,7 +6,7 @@ holder's token (as Redisson's ``RPermitExpirableSemaphore`` keeps one entry per 
 with its own lease, never a shared counter that a killed holder would leak)::
 
     <lock key>:places          one hash per key (and <lock key>:queued:places for ``queued``)
-      <token>  ->  "<state> <flags> <lease_end> <keep_until> <hb> <ttl> <since> <pid> <host> <task_id>"
+      <token>  ->  "<state> <flags> <lease_end> <keep_until> <hb> <ttl> <since> <pid> <host> <task_id>[\t<call>]"
       ~n       ->  the limit of the last grant (a waiter's ask compares against it)
       ~w       ->  present while a waiter asks for the next release to be announced
 
@@ -119,7 +119,7 @@ def limited(keys: LockKeys, limit: Optional[Limit]) -> LockKeys:
 def tail(ttl_ms: int, holder: Holder) -> str:
     """The part of a place's value after its clock fields: who holds it (see :mod:`.record`)."""
     return " ".join((str(int(holder.heartbeat_ms)), str(int(ttl_ms)), str(int(holder.since_ms)),
-                     str(int(holder.pid)), record.word(holder.host), holder.task_id))
+                     str(int(holder.pid)), record.word(holder.host), record.who(holder)))
 
 
 def decode(value: Any) -> Dict[str, str]:

@@ -82,3 +82,19 @@ def test_show_of_a_key_released_with_no_window_says_the_store_keeps_no_record(pr
     proc = run_cli("show", key)
     assert proc.returncode == 1
     assert "the store keeps no record of when" in proc.stderr
+
+
+def test_a_place_carries_the_call_it_was_taken_for_when_the_app_describes_calls(proj, store):
+    # Given a place taken by a holder whose app describes its calls
+    limit = Limit(2, 0)
+    keys = limited(KeyLayout("csltest").keys(TASK, "9a" * 16, "running"), limit)
+    holder = Holder(task_id="tid-1", host=socket.gethostname(), pid=os.getpid(), since_ms=0, heartbeat_ms=20_000,
+                    describe="account_id=42")
+    assert isinstance(store.acquire(keys.lock, "tok", 60_000, holder, limit=limit), Grant)
+    # then locks list and show name the call
+    (record,) = [r for r in json.loads(run_cli("list", "--json").stdout) if r["key"] == keys.lock]
+    assert (record["describe"], record["task_id"]) == ("account_id=42", "tid-1")
+    assert "call: account_id=42" in run_cli("show", keys.lock).stdout
+    # and the store still knows the place by its task id alone
+    assert store.mark_redelivered(keys.lock, "tid-1")
+    assert store.release(keys.lock, "tok")
