@@ -12,23 +12,13 @@ import json
 import os
 import re
 import socket
-from typing import Dict, Iterator
 
-import pytest
-
-from celery_singleton_lock.store import Grant, Holder, KeyLayout, RedisBackend, open_store
+from celery_singleton_lock.store import Grant, Holder, KeyLayout, RedisBackend
 from celery_singleton_lock.store.places import Limit, limited
 from tests.integration.test_cli import run_cli
+from tests.integration.test_places import store  # noqa: F401 - a fixture
 
 TASK = "tests.integration.proj.storm"
-
-
-@pytest.fixture
-def store(test_env: Dict[str, str]) -> Iterator[RedisBackend]:
-    opened = open_store(test_env["CSL_LOCK_URL"])
-    assert isinstance(opened, RedisBackend)
-    yield opened
-    opened.close()
 
 
 def _take(store: RedisBackend, limit: Limit, digest: str, count: int) -> str:
