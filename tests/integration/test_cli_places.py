@@ -88,3 +88,16 @@ def test_a_place_carries_the_call_it_was_taken_for_when_the_app_describes_calls(
     # and the store still knows the place by its task id alone
     assert store.mark_redelivered(keys.lock, "tid-1")
     assert store.release(keys.lock, "tok")
+
+
+def test_clear_of_a_key_with_places_judges_each_holder(proj, store):
+    # Given a key with two places held by live holders (this process, renewing) and one its window keeps
+    key = _take(store, Limit(3, 60_000), "7e" * 16, 3)
+    assert store.release(key, "tok-0")
+    # When an operator clears the key, then each live holder is refused, by its own token
+    refused = run_cli("clear", key)
+    assert refused.returncode == 1 and refused.stderr.count("refused:") == 2, refused.stderr
+    # and with --force both holders are cleared; every place stays its window's (the rate holds)
+    forced = run_cli("clear", "--force", key)
+    assert forced.returncode == 0 and forced.stdout.count("cleared ") == 2, forced.stdout + forced.stderr
+    assert [r["state"] for r in json.loads(run_cli("show", key, "--json").stdout)] == ["released"] * 3
