@@ -20,6 +20,7 @@ from .describe import describe_call
 from .outcome import record_duplicate
 from .limits import call_keys, call_limit
 from .runtime import LockRuntime, runtime_for
+from .taken import places_taken
 from .store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, RestartWait, error_text, new_token,
                     permanent_problem, wait_for_gate)
 
@@ -190,7 +191,8 @@ class Attempt:
                     holder.pid if holder is not None and holder.pid is not None else "?", _places(holder))
         record_duplicate(self.task, self.keys.lock, task_id, action, self.description)
         signals.lock_conflict.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
-                                   holder=task_id, action=action, at="run", description=self.description)
+                                   holder=task_id, action=action, at="run", description=self.description,
+                                   places=places_taken(holder))
 
     def waited(self, outcome: Union[Grant, Conflict, object], began: float) -> None:
         """Send ``lock_waited``: this duplicate stopped waiting, with the lock or without it."""
@@ -210,7 +212,8 @@ class Attempt:
 
 def _places(holder: Optional[Conflict]) -> str:
     """What a refusal of one of a key's places adds to the log line (nothing for a singleton lock)."""
-    if holder is None or (holder.limit == 1 and holder.window_ms is None and holder.holder_token is None):
+    taken = places_taken(holder)
+    if holder is None or taken is None:
         return ""
     window = f", a window frees one in {holder.window_ms / 1000:.1f}s" if holder.window_ms is not None else ""
-    return f" ({holder.held} of {holder.limit} places taken{window}; the soonest frees in {holder.pttl_ms / 1000:.1f}s)"
+    return f" ({taken}{window}; the soonest frees in {holder.pttl_ms / 1000:.1f}s)"

@@ -33,6 +33,7 @@ import click
 import redis
 from celery.bin.base import handle_preload_options
 
+from .cli_format import duration, flags, show_lines, state
 from .cli_views import short_prefix, task_counts, watch
 from .exceptions import ConfigurationError
 from .printable import printable
@@ -91,41 +92,6 @@ def _one_line_errors(command: Command) -> Command:
     return run  # type: ignore[return-value]
 
 
-def _duration(ms: Optional[int]) -> str:
-    """A short human duration: 850ms, 12.4s, 4m05s, 2h03m, 3d04h."""
-    if ms is None:
-        return "?"
-    if ms < 0:
-        return "never" if ms == -1 else "?"
-    if ms < 1000:
-        return f"{ms}ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"
-
-
-def _flags(record: LockRecord) -> str:
-    names = [name for name, on in (("queued", record.state == "queued"), ("foreign", record.state == "foreign"),
-                                   ("stale", record.stale), ("lost", record.lost)) if on]
-    return ",".join(names) or "-"
-
-
-def _state(record: LockRecord) -> str:
-    """The state, and for a place of a key with a limit or a window: ``k of N``, and the window left."""
-    if record.limit is None:
-        return record.state
-    window = f", window {_duration(record.window_ms)}" if record.window_ms else ""
-    return f"{record.state} ({record.held} of {record.limit}{window})"
-
-
 def _public(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
     data = record.as_dict()
     if not with_token:
@@ -139,15 +105,16 @@ def _table(records: Sequence[LockRecord]) -> str:
               *(("CALL",) if described else ()))
     # A task id, a host or a description is anyone's to choose: shown escaped, it cannot forge a row.
     rows = [tuple(printable(cell) for cell in (
-        r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), _state(r), r.task_id or "?",
-        r.host or "?", str(r.pid or "?"), _duration(r.age_ms), _duration(r.pttl_ms), _flags(r),
+        r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), state(r), r.task_id or "?",
+        r.host or "?", str(r.pid or "?"), duration(r.age_ms), duration(r.pttl_ms), flags(r),
         *((r.describe or "-",) if described else ()))) for r in records]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in [header, *rows])
 
 
-def _one(runtime: LockRuntime, key: str) -> LockRecord:
+def _holders(runtime: LockRuntime, key: str) -> List[LockRecord]:
+    """The lock ``key`` names: one record, or every place of a key with a limit or a window."""
     if short_prefix(key):
         _fail(short_prefix(key))
     found = find_locks(_client(runtime), runtime.layout, key)
@@ -155,10 +122,11 @@ def _one(runtime: LockRuntime, key: str) -> LockRecord:
         _fail(f"no lock held at {key}: it was released, or it expired (the store keeps no record of when)")
     if not found:
         _fail(f"no lock named {key!r} under prefix {runtime.layout.prefix!r} (released already, or a typo?)")
-    if len(found) > 1:
-        _fail(f"{key!r} names {len(found)} locks; give more characters or the full key:\n"
-              + "\n".join(f"  {printable(r.key)}" for r in found))
-    return found[0]
+    keys = sorted({r.key for r in found})
+    if len(keys) > 1 or (len(found) > 1 and found[0].limit is None):
+        _fail(f"{key!r} names {len(keys)} locks; give more characters or the full key:\n"
+              + "\n".join(f"  {printable(k)}" for k in keys))
+    return found
 
 
 # -- the commands -----------------------------------------------------------------------------------
@@ -204,24 +172,18 @@ def list_(ctx: click.Context, task: Optional[str], as_json: bool, every: Optiona
 @click.pass_context
 @_one_line_errors
 def show(ctx: click.Context, key: str, as_json: bool) -> None:
-    """Show one lock (full key, digest, or its first characters) and why it is live, stale or lost."""
-    record = _one(_runtime(ctx), key)
+    """Show one lock (full key, digest, or its first characters) and why it is live, stale or lost;
+    for a key with a limit or a window, every place (``k of N``; ``--json``: a list of them)."""
+    found = _holders(_runtime(ctx), key)
     if as_json:
-        click.echo(json.dumps(_public(record, with_token=True), indent=2))
+        data = [_public(r, with_token=True) for r in found]
+        click.echo(json.dumps(data if found[0].limit is not None else data[0], indent=2))
         return
-    for label, value in (
-        ("key", record.key), ("task", record.task), ("digest", record.digest),
-        ("call", record.describe or "- (not described: app.conf.singleton_lock_describe is off)"),
-        ("state", record.state),
-        ("holder task id", record.task_id or "?"), ("host", record.host or "?"), ("pid", record.pid or "?"),
-        ("age", _duration(record.age_ms) + " (by the holder's clock)"),
-        ("lease", _duration(record.ttl_ms)), ("ttl left", _duration(record.pttl_ms)),
-        ("heartbeat", _duration(record.heartbeat_ms)),
-        ("last renewal", _duration(record.since_renewal_ms) + " ago" if record.since_renewal_ms is not None
-         else "-"),
-        ("flags", _flags(record)), ("verdict", record.reason),
-    ):
-        click.echo(f"{label:>15}: {printable(value)}")
+    for n, record in enumerate(found, 1):
+        if record.limit is not None:
+            click.echo(f"{'' if n == 1 else chr(10)}place {n} of {len(found)} listed "
+                       f"({record.held} of {record.limit} taken)")
+        click.echo("\n".join(show_lines(record)))
 
 
 @locks.command()
@@ -245,9 +207,14 @@ def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bo
         raise click.UsageError("--task filters --stale; a KEY already names its task")
     runtime = _runtime(ctx)
     if key is not None:
-        result = clear_lock(runtime.store, _one(runtime, key), force=force)
-        click.echo(printable(result.message), err=not result.cleared)
-        sys.exit(0 if result.cleared else 1)
+        # A key with places: each holder by its own token and rules (a released place is its window's)
+        results = [clear_lock(runtime.store, record, force=force) for record in _holders(runtime, key)
+                   if record.state != "released"]
+        for result in results:
+            click.echo(printable(result.message), err=not result.cleared)
+        if not results:
+            click.echo(f"{key}: every place is released; only its window keeps them (nothing to clear)", err=True)
+        sys.exit(0 if results and all(r.cleared for r in results) else 1)
     cleared = kept = 0
     for record in scan_locks(_client(runtime), runtime.layout, task):
         if record.live:

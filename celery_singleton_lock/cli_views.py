@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Callable, Dict, Sequence
+from typing import Callable, Dict, Sequence, Set
 
 from .store import MIN_PREFIX, LockRecord
 
@@ -19,16 +19,20 @@ _CLEAR = "\x1b[H\x1b[2J"
 
 
 def task_counts(records: Sequence[LockRecord]) -> str:
-    """One line per task: how many locks it holds, and how many are running, queued, stale or lost."""
+    """One line per task: how many locks (keys) it holds, how many executions hold them running or
+    queued (a key with places counts each holder), how many places only a window keeps (released),
+    and how many holders are stale or lost."""
     tally: Dict[str, Counter] = {}
+    keys: Dict[str, Set[str]] = {}
     for record in records:
         counts = tally.setdefault(record.task, Counter())
-        counts["locks"] += 1
+        keys.setdefault(record.task, set()).add(record.key)
         counts[record.state] += 1
         counts["stale"] += record.stale
         counts["lost"] += record.lost
-    header = ("TASK", "LOCKS", "RUNNING", "QUEUED", "STALE", "LOST")
-    rows = [(task, *(str(c[name]) for name in ("locks", "running", "queued", "stale", "lost")))
+    header = ("TASK", "LOCKS", "RUNNING", "QUEUED", "WINDOW-KEPT", "STALE", "LOST")
+    rows = [(task, str(len(keys[task])),
+             *(str(c[name]) for name in ("running", "queued", "released", "stale", "lost")))
             for task, c in sorted(tally.items())]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()

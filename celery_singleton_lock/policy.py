@@ -31,20 +31,29 @@ from .decisions import (Decision, EnqueueDecision, Fail, PublishUnlocked, Refuse
                         SkipAtEnqueue)
 from .exceptions import LockedError
 from .store import Conflict
+from .taken import places_taken
 from .turns import TURNS, wait_for_release
 
 __all__ = ["ON_LOCKED", "decide", "SkipPolicy", "RaisePolicy", "RetryPolicy", "WaitPolicy", "ReplacePolicy"]
 
 
+def _taken(conflict: object) -> str:
+    """`` (k of N places taken)`` after a holder's name, for a key with places."""
+    taken = places_taken(conflict) if isinstance(conflict, Conflict) else None
+    return f" ({taken})" if taken else ""
+
+
 def _held_by(attempt: Attempt, conflict: Conflict) -> LockedError:
     name = attempt.task.name
     return LockedError(f"task {name}[{attempt.request.id}]: lock {attempt.key} is held by task "
-                       f"{conflict.task_id or '?'}", task=name, key=attempt.key, holder=conflict.task_id)
+                       f"{conflict.task_id or '?'}{_taken(conflict)}", task=name, key=attempt.key,
+                       holder=conflict.task_id)
 
 
 def _refused_at_enqueue(task_name: str, key: str, conflict: Conflict) -> LockedError:
+    taken = places_taken(conflict)
     return LockedError(f"task {task_name}: lock {key} is held by task {conflict.task_id or '?'} "
-                       f"({conflict.state or 'unknown state'}); nothing was published",
+                       f"({conflict.state or 'unknown state'}{'; ' + taken if taken else ''}); nothing was published",
                        task=task_name, key=key, holder=conflict.task_id)
 
 
@@ -101,7 +110,7 @@ class WaitPolicy:
         name = attempt.task.name
         return Fail(LockedError(
             f"task {name}[{attempt.request.id}]: waited {attempt.options.wait_timeout:g}s for lock {attempt.key} "
-            f"held by task {outcome.task_id or '?'}", task=name, key=attempt.key, holder=outcome.task_id))
+            f"held by task {outcome.task_id or '?'}{_taken(outcome)}", task=name, key=attempt.key, holder=outcome.task_id))
 
     def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
         return SkipAtEnqueue()

@@ -58,6 +58,7 @@ from .limits import call_keys, call_limit
 from .policy import ON_LOCKED
 from .refusals import serializer_refused
 from .runtime import runtime_for
+from .taken import places_taken
 from .store import (STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact,
                     wait_for_gate)
 
@@ -211,7 +212,7 @@ def _duplicate_at_enqueue(task: Any, key: str, task_id: str, conflict: Conflict,
     logger.info("singleton lock: %s: call at enqueue is a duplicate (%s): key %s held by %s (%s)",
                 task.name, policy, key, conflict.task_id or "?", conflict.state or "?")
     signals.lock_conflict.send(sender=task, key=key, task_id=task_id, holder=conflict.task_id, action=policy,
-                               at="enqueue")
+                               at="enqueue", places=places_taken(conflict))
     decision = ON_LOCKED[policy].at_enqueue(task.name, key, conflict)
     if isinstance(decision, Refuse):
         raise decision.error

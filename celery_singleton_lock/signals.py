@@ -6,10 +6,11 @@ where the signal fires, for example in a shutdown hook).
 ``lock_acquired(sender, key, task_id, lock, acquire_seconds)``
     a task took its lock (``lock`` is the ``self.lock`` handle, with ``fencing_token``);
     ``acquire_seconds`` is how long the ask that was granted took.
-``lock_conflict(sender, key, task_id, holder, action, at)``
+``lock_conflict(sender, key, task_id, holder, action, at, places)``
     a duplicate met a held lock; ``holder`` is the holder's task id, ``action`` one
     of ``skip``, ``retry``, ``wait``, ``raise``, ``ignore`` (a redelivery of the
-    holder itself), ``at`` is ``"run"`` or ``"enqueue"``.
+    holder itself), ``at`` is ``"run"`` or ``"enqueue"``; ``places`` is
+    ``"k of N places taken"`` for a key with ``lock_limit`` or ``lock_window``, else ``None``.
 ``lock_released(sender, key, task_id, released, exit)``
     a holder let go; ``released`` is False when the lock was no longer its own;
     ``exit`` is how the execution ended, one of :data:`EXITS`.

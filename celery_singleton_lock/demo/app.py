@@ -1,4 +1,5 @@
-"""The demo's Celery app: one task per ``on_locked`` policy, a debounced one, and a beat job slower than its schedule.
+"""The demo's Celery app: one task per ``on_locked`` policy, a debounced one, a limited one
+(``lock_limit=2``), a windowed one (``lock_window``), and a beat job slower than its schedule.
 
 Run it like any Celery project (the demo runner does exactly this)::
 
@@ -23,9 +24,11 @@ from celery_singleton_lock import LockedTask
 from celery_singleton_lock import signals as lock_signals
 
 from .config import DemoConfig
+from .judge import LIMITED, WINDOWED
 from .record import Recorder
 
-__all__ = ["app", "config", "recorder", "skip_job", "retry_job", "wait_job", "raise_job", "debounce_job", "report"]
+__all__ = ["app", "config", "recorder", "skip_job", "retry_job", "wait_job", "raise_job", "debounce_job",
+           "limited_job", "windowed_job", "report"]
 
 config = DemoConfig.from_env()
 recorder = Recorder(config)
@@ -93,6 +96,19 @@ def raise_job(self: Any, account: str, seq: int = 0, seconds: float = 1.0) -> Di
 def debounce_job(self: Any, account: str, seq: int = 0, seconds: float = 0.5) -> Dict[str, Any]:
     """A burst of edits runs once, 0.4 s after the last, with the last edit (the others are superseded)."""
     return _work(self, f"debounce({account}={seq})", seconds)
+
+
+@app.task(name=LIMITED.task, lock_limit=LIMITED.limit, **_COMMON)
+def limited_job(self: Any, account: str, seq: int = 0, seconds: float = 1.5) -> Dict[str, Any]:
+    """Up to two calls of an account run at once; a third meanwhile is skipped."""
+    return _work(self, f"limited({account})", seconds)
+
+
+@app.task(name=WINDOWED.task, lock_limit=WINDOWED.limit, lock_window=WINDOWED.window, **_COMMON)
+def windowed_job(self: Any, account: str, seq: int = 0, seconds: float = 0.3) -> Dict[str, Any]:
+    """At most one call of an account starts in any window (a rate limit shared by every worker);
+    the others within it are skipped, even after the run has ended."""
+    return _work(self, f"windowed({account})", seconds)
 
 
 @app.task(name="demo.report", base=LockedTask, bind=True, lock_scope="queued_or_running",

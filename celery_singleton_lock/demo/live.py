@@ -18,7 +18,8 @@ __all__ = ["Tally", "LiveView", "format_event", "ROWS", "skipped"]
 
 #: (row label, task name) in display order.
 ROWS = (("skip", "demo.skip"), ("retry", "demo.retry"), ("wait", "demo.wait"), ("raise", "demo.raise"),
-        ("debounce", "demo.debounce"), ("beat", "demo.report"))
+        ("debounce", "demo.debounce"), ("limit", "demo.limited"), ("window", "demo.windowed"),
+        ("beat", "demo.report"))
 COLUMNS = ("sent", "running", "ran", "skipped", "retried", "waited", "raised")
 _ACTION_WORDS = {"skip": "skipped", "retry": "re-queued (retry)", "wait": "waits for the holder",
                  "raise": "refused: LockedError", "ignore": "ignored (redelivery of the holder)",
@@ -134,7 +135,7 @@ class LiveView:
             lines.append(f"  {name:<9}{task:<14}" + "".join(f"{row.get(c, 0):>9}" for c in COLUMNS))
         lines.append(f"  locks held now ({len(held)}):")
         for record in held[:6]:
-            state = "queued " if record.state == "queued" else ""
+            state = {"queued": "queued ", "released": "kept by its window, released "}.get(record.state, "")
             lines.append(f"    {labels.get(record.key, record.task):<16} {state}by [{_short(record.task_id)}] "
                          f"pid {record.pid or '?'}  ttl {max(record.pttl_ms, 0) / 1000:4.1f}s"
                          + ("  STALE" if record.stale else ""))

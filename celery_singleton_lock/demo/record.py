@@ -14,13 +14,13 @@ import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, cast
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, cast
 
 import redis
 
 from .config import DemoConfig
 
-__all__ = ["Recorder", "Records", "overlaps"]
+__all__ = ["Recorder", "Records", "overlaps", "crowding", "by_key"]
 
 
 class Recorder:
@@ -102,19 +102,24 @@ class Records:
         return f"{task.rsplit('.', 1)[-1]}:{digest[:6]}"
 
 
-def overlaps(intervals: List[Dict[str, Any]]) -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
-    """Pairs of executions of one lock key whose recorded intervals intersect."""
-    by_key: Dict[str, List[Dict[str, Any]]] = defaultdict(list)
+def by_key(intervals: Iterable[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
+    """The executions of each lock key, in the order they started."""
+    found: Dict[str, List[Dict[str, Any]]] = defaultdict(list)
     for entry in intervals:
-        by_key[entry["key"] or entry["label"]].append(entry)
-    found = []
-    for entries in by_key.values():
+        found[entry["key"] or entry["label"]].append(entry)
+    for entries in found.values():
         entries.sort(key=lambda e: e["start"])
-        latest = entries[0] if entries else None
-        for entry in entries[1:]:
-            assert latest is not None
-            if entry["start"] < latest["end"]:
-                found.append((latest, entry))
-            if entry["end"] > latest["end"]:
-                latest = entry
     return found
+
+
+def crowding(intervals: Iterable[Dict[str, Any]]) -> Iterator[Tuple[Dict[str, Any], int]]:
+    """Each execution, with how many earlier ones of its lock key still ran when it started."""
+    for entries in by_key(intervals).values():
+        for index, entry in enumerate(entries):
+            yield entry, sum(1 for earlier in entries[:index] if earlier["end"] > entry["start"])
+
+
+def overlaps(intervals: Iterable[Dict[str, Any]], limit: int = 1) -> List[Dict[str, Any]]:
+    """Executions that started while ``limit`` or more others of their lock key still ran (for the
+    singleton lock: each one that overlaps an earlier one)."""
+    return [entry for entry, running in crowding(intervals) if running >= limit]

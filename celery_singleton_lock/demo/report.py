@@ -1,16 +1,19 @@
 """The demo's end: a summary table judged from the recorded intervals, and an optional PNG timeline.
 
-``overlaps`` counts pairs of executions of one lock key whose recorded
-intervals intersect: it is computed from what the task bodies wrote, so a
-broken lock shows up here whatever the library believes.
+``overlaps`` counts executions of one lock key that started while another
+still ran (for the limited task: while its limit of others still ran): it is
+computed from what the task bodies wrote, so a broken lock shows up here
+whatever the library believes. The limited and windowed tasks are judged
+below it (:mod:`.judge`): what each promised, and what was seen.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Sequence
 
 from .live import ROWS, skipped
+from .judge import Verdict, limit_of
 from .record import Records, overlaps
 
 __all__ = ["SummaryRow", "summarize", "format_summary", "plot_timeline"]
@@ -47,11 +50,11 @@ def summarize(records: Records, sent: Mapping[str, int], judge_beat: bool = True
         task_sent = sent.get(task, 0) if policy != "beat" else counts.get("sent", 0) + enqueue_refused
         rows.append(SummaryRow(policy, task, task_sent, len(intervals), skipped(counts),
                                counts.get("retry", 0), counts.get("wait", 0), counts.get("raise", 0),
-                               len(overlaps(intervals)), judged=judge_beat or policy != "beat"))
+                               len(overlaps(intervals, limit_of(task))), judged=judge_beat or policy != "beat"))
     return rows
 
 
-def format_summary(rows: List[SummaryRow], elapsed: float) -> str:
+def format_summary(rows: List[SummaryRow], elapsed: float, verdicts: Sequence[Verdict] = ()) -> str:
     header = f"{'policy':<9}{'task':<14}" + "".join(f"{c:>10}" for c in _COLUMNS)
     lines = [f"Summary (the whole run took {elapsed:.1f}s)", header, "-" * len(header)]
     for row in rows:
@@ -61,8 +64,10 @@ def format_summary(rows: List[SummaryRow], elapsed: float) -> str:
     lines.append(f"{'total':<23}" + "".join(f"{totals[c]:>10}" for c in _COLUMNS))
     lines.append("")
     lines.append(f"overlaps = {totals['overlaps']}: "
-                 + ("no two executions of one lock key ever ran at the same time (judged from the intervals "
-                    "the task bodies recorded)" if totals["overlaps"] == 0 else "THE LOCK WAS BROKEN"))
+                 + ("no execution started while its lock key was held (the limited task: while its limit of "
+                    "runs was taken), judged from the intervals the task bodies recorded" if totals["overlaps"] == 0
+                    else "THE LOCK WAS BROKEN"))
+    lines.extend(verdict.line() for verdict in verdicts)
     odd = [r for r in rows if not r.accounted]
     if odd:
         lines.append("calls not accounted for as ran/skipped/raised: "
@@ -82,7 +87,8 @@ def plot_timeline(records: Records, t0: float, path: str) -> None:
     import matplotlib.pyplot as plt
 
     colours = {"demo.skip": "tab:blue", "demo.retry": "tab:orange", "demo.wait": "tab:green",
-               "demo.raise": "tab:red", "demo.report": "tab:purple"}
+               "demo.raise": "tab:red", "demo.report": "tab:purple", "demo.limited": "tab:brown",
+               "demo.windowed": "tab:olive"}
     marks = {"skip": ("x", "skipped duplicate"), "retry": ("o", "re-queued (retry)"),
              "wait": ("v", "waited"), "raise": ("*", "refused (raise)")}
     order = [task for _, task in ROWS]
@@ -109,7 +115,7 @@ def plot_timeline(records: Records, t0: float, path: str) -> None:
     ax.set_yticklabels([records.label_of(k, _task_of(k, records)) for k in keys])
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first call was sent")
-    ax.set_title("celery-singleton-lock demo: executions per lock key (bars never overlap within a row)")
+    ax.set_title("celery-singleton-lock demo: executions per lock key (bars overlap in a row only up to lock_limit)")
     ax.grid(axis="x", linestyle=":", alpha=0.6)
     if seen:
         ax.legend(loc="upper right", fontsize="small")

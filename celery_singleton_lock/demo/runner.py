@@ -30,6 +30,7 @@ import redis
 
 from ..store import KeyLayout, LockRecord, scan_locks
 from .config import DEFAULT_REDIS_URL, DemoConfig
+from .judge import judge
 from .live import ROWS, LiveView, Tally, format_event
 from .namespace import Namespace
 from .processes import Child, reachable, start_beat, start_redis, start_worker
@@ -195,7 +196,9 @@ class DemoRun:
         while True:
             self._refresh()
             pending = [result for result in pending if not result.ready()]
-            idle = self.external or (not self._held() and not self.client.llen(queue)
+            # A place only its window keeps after its run is no call left to finish
+            idle = self.external or (not [r for r in self._held() if r.state != "released"]
+                                     and not self.client.llen(queue)
                                      and not self.client.hlen(unacked))
             if not pending and idle:
                 return 0
@@ -215,13 +218,14 @@ class DemoRun:
         assert self.app_module is not None
         records = self.app_module.recorder.read()
         rows = summarize(records, self.sent, judge_beat=not self.external)
+        verdicts = judge(records.intervals)
         elapsed = time.monotonic() - self.started
         self.view.say("")
-        self.view.say(format_summary(rows, elapsed))
+        self.view.say(format_summary(rows, elapsed, verdicts))
         if self.plot:
             plot_timeline(records, self.t0, self.plot)
             self.view.say(f"timeline written to {self.plot}")
-        broken = sum(row.overlaps for row in rows)
+        broken = sum(row.overlaps for row in rows) + sum(not verdict.kept for verdict in verdicts)
         return 1 if broken or unfinished else 0
 
     def _clean_up(self) -> None:

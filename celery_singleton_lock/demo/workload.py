@@ -15,7 +15,7 @@ __all__ = ["Call", "round_calls", "POLICIES"]
 
 #: Policy name -> task name in :mod:`.app`.
 POLICIES = {"skip": "demo.skip", "retry": "demo.retry", "wait": "demo.wait", "raise": "demo.raise",
-            "debounce": "demo.debounce"}
+            "debounce": "demo.debounce", "limit": "demo.limited", "window": "demo.windowed"}
 
 # (policy, duplicates of the round's hot account, distinct accounts)
 _SHAPE: Tuple[Tuple[str, int, Tuple[str, ...]], ...] = (
@@ -24,6 +24,8 @@ _SHAPE: Tuple[Tuple[str, int, Tuple[str, ...]], ...] = (
     ("retry", 3, ("acct-3",)),
     ("wait", 2, ("acct-3",)),
     ("debounce", 6, ("acct-3",)),  # a burst of edits: one run, with the last
+    ("limit", 4, ("acct-3",)),     # two run at once, the others meanwhile are skipped
+    ("window", 3, ("acct-3",)),    # one start per window: acct-3 again next round is too soon
 )
 
 

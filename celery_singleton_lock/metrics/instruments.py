@@ -14,6 +14,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from ..store import is_places
+
 __all__ = ["LockMetrics", "METRIC_NAMES", "OUTCOMES"]
 
 #: ``lock_conflict``'s action -> the duplicate's outcome label.
@@ -32,6 +34,7 @@ METRIC_NAMES = {
     "singleton_lock_held_seconds": "histogram",
     "singleton_lock_acquire_seconds": "histogram",
     "singleton_lock_held": "gauge",
+    "singleton_lock_places_in_use": "gauge",
 }
 
 _WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -42,13 +45,14 @@ _ACQUIRE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class _TaskSeries:
     """One task's labelled series, looked up once: ``labels()`` costs more than the increment."""
 
-    __slots__ = ("acquired", "acquire", "held", "held_seconds", "lost", "by_exit", "by_outcome", "by_wait",
-                 "by_kind")
+    __slots__ = ("acquired", "acquire", "held", "places", "held_seconds", "lost", "by_exit", "by_outcome",
+                 "by_wait", "by_kind")
 
     def __init__(self, metrics: "LockMetrics", task: str) -> None:
         self.acquired = metrics.acquired.labels(task)
         self.acquire = metrics.acquire.labels(task)
         self.held = metrics.held.labels(task)
+        self.places = metrics.places.labels(task)
         self.held_seconds = metrics.held_seconds.labels(task)
         self.lost = metrics.lost.labels(task)
         self.by_exit: Dict[str, Any] = {}
@@ -82,9 +86,12 @@ class LockMetrics:
         self.acquire = Histogram("singleton_lock_acquire_seconds", "How long the granted ask for a lock took",
                                  ["task"], buckets=_ACQUIRE_BUCKETS, **kw)
         self.held = Gauge("singleton_lock_held", "Locks held now", ["task"], multiprocess_mode="livesum", **kw)
+        self.places = Gauge("singleton_lock_places_in_use", "Places of keys with lock_limit or lock_window held by "
+                            "runs now", ["task"], multiprocess_mode="livesum", **kw)
         self._tasks: Dict[str, _TaskSeries] = {}
-        #: (key, task id) -> (its series, when it was taken): the locks this process holds.
-        self._holding: Dict[Tuple[str, Optional[str]], Tuple[_TaskSeries, float]] = {}
+        #: (key, task id) -> (its series, when it was taken, whether it is a place): the locks this
+        #: process holds.
+        self._holding: Dict[Tuple[str, Optional[str]], Tuple[_TaskSeries, float, bool]] = {}
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _forget_holds(ref))
 
@@ -99,8 +106,11 @@ class LockMetrics:
         series.acquired.inc()
         if acquire_seconds is not None:
             series.acquire.observe(acquire_seconds)
-        self._holding[(key, task_id)] = (series, time.monotonic())
+        placed = is_places(key)
+        self._holding[(key, task_id)] = (series, time.monotonic(), placed)
         series.held.inc()
+        if placed:
+            series.places.inc()
 
     def on_released(self, task: str, key: str, task_id: Optional[str], exit: str, released: bool = True) -> None:
         """A holder let go; a lock that was no longer its own is no release (``on_lost`` counts it)."""
@@ -114,6 +124,8 @@ class LockMetrics:
         if held is not None:
             held[0].held.dec()
             held[0].held_seconds.observe(time.monotonic() - held[1])
+            if held[2]:
+                held[0].places.dec()
 
     def on_conflict(self, task: str, action: str, at: str) -> None:
         series = self._series(task)

@@ -19,7 +19,7 @@ from .keys import DEFAULT_PREFIX, KeyLayout, LockKeys
 from .memory import MemoryBackend
 from .probe import ProbeFailed, probe_store
 from . import record
-from .places import QUORUM_LIMIT, Limit, keeps_one_place, limited
+from .places import QUORUM_LIMIT, Limit, is_places, keeps_one_place, limited
 from .redis_backend import RedisBackend
 from .start_gate import WINDOW_S as START_WINDOW_S, RestartWait, wait_for_gate
 
@@ -29,4 +29,4 @@ __all__ = ["MIN_PREFIX", "pid_running", "LockBackend", "ReleaseEvents", "Holder"
            "Lease", "Renewer", "connect", "open_store", "redact", "redact_options", "split_urls",
            "ambiguous_credentials", "unverified_tls", "STORE_ERRORS", "error_text", "is_permanent",
            "permanent_problem", "ProbeFailed", "probe_store", "LockRecord", "ClearResult", "scan_locks", "read_lock",
-           "find_locks", "clear_lock", "record", "Limit", "limited", "QUORUM_LIMIT", "keeps_one_place"]
+           "find_locks", "clear_lock", "record", "Limit", "limited", "is_places", "QUORUM_LIMIT", "keeps_one_place"]

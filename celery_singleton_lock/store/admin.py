@@ -80,6 +80,7 @@ class LockRecord:
     held: Optional[int] = None       # a place of a key with a limit or a window: places taken...
     limit: Optional[int] = None      # ... of how many (see admin_places.py)
     window_ms: Optional[int] = None  # how long its window still keeps the place
+    released_ms: Optional[int] = None  # a released place: how long ago it was released (None: not known)
 
     @property
     def live(self) -> bool:
@@ -190,8 +191,7 @@ def read_lock(client: Client, layout: KeyLayout, key: str,
 def find_locks(client: Client, layout: KeyLayout, name: str) -> List[LockRecord]:
     """Locks named by a full key, a digest, or a digest's first characters (as git abbreviates)."""
     if layout.split(name) is not None:
-        record = read_lock(client, layout, name)
-        return [record] if record else []
+        return _read_batch(client, layout, [name], Reader.here(None))  # a key with places: each of them
     if not re.fullmatch(r"[0-9a-f]{%d,32}(:queued)?" % MIN_PREFIX, name):
         return []
     queued = name.endswith(":queued")

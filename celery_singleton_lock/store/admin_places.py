@@ -5,7 +5,8 @@ A places key holds one entry per holder, each with its own lease, so each become
 ``ttl - left`` is the time since its holder last renewed it) and cleared by its own token:
 ``clear`` keeps its safety rules per holder. Every record of a key also says how many of
 its places are taken (``held`` of ``limit``) and how long its window still keeps it
-(``window_ms``); a released place that only its window keeps is listed as ``released``.
+(``window_ms``); a released place that only its window keeps is listed as ``released``, with
+how long ago it was released (``released_ms``).
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ def place_records(client: Any, layout: Any, key: str, now_ms: int, reader: Any, 
         released = info["state"] == "released"
         ends = keep if released else max(lease, keep)
         if ends > server_now:
-            live.append((token, info, (keep if released else lease) - server_now, keep - server_now))
+            ago = server_now - lease if released and lease > 0 else None
+            live.append((token, info, (keep if released else lease) - server_now, keep - server_now, ago))
     found = []
-    for token, info, pttl, window in live:
+    for token, info, pttl, window, ago in live:
         record = build(layout, key[: -len(places.SUFFIX)], dict(info, token=token), pttl, now_ms, reader)
         if record is not None:
             found.append(replace(record, key=key, held=len(live), limit=limit,
-                                 window_ms=window if window > 0 else None))
+                                 window_ms=window if window > 0 else None, released_ms=ago))
     return sorted(found, key=lambda r: r.since_ms or 0)

@@ -180,7 +180,7 @@ class MemoryPlaces:
         place = self._held(key, token)
         if place is None or place.state != state:
             return False
-        place.state, place.lease_end = "released", 0.0
+        place.state, place.lease_end = "released", self._now()  # when: see places.py
         self._announce(key)
         self._survey(key, "")
         if completion is not None and (place.redelivered or completion.always):

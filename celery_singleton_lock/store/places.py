@@ -6,7 +6,7 @@ holder's token (as Redisson's ``RPermitExpirableSemaphore`` keeps one entry per 
 with its own lease, never a shared counter that a killed holder would leak)::
 
     <lock key>:places          one hash per key (and <lock key>:queued:places for ``queued``)
-      <token>  ->  "<state> <flags> <lease_end> <keep_until> <hb> <ttl> <since> <pid> <host> <task_id>"
+      <token>  ->  "<state> <flags> <lease_end> <keep_until> <hb> <ttl> <since> <pid> <host> <task_id>[\t<call>]"
       ~n       ->  the limit of the last grant (a waiter's ask compares against it)
       ~w       ->  present while a waiter asks for the next release to be announced
 
@@ -22,6 +22,9 @@ it). ``lease_end`` and ``keep_until`` are the *server's* clock in ms since the e
   (state ``released``) until then, so at most *limit* places are *taken* in any span of
   the window's length: a place ends at ``max(lease_end, keep_until)`` while held and at
   ``keep_until`` once released. A dead holder's place is kept until its window ends too.
+  A released place's ``lease_end`` says when it was released (``celery locks show`` says so;
+  ``0`` in a place released before it was written): the release rewrites the place anyway,
+  and a singleton lock, deleted on release, keeps no such record.
 - **Pruning.** Every script that looks at a key's places first drops those that ended
   (``survey`` in ``_places.lua``); the hash never holds more than *limit* live places plus
   the dead ones since the last look, and the key's TTL follows its latest place's end, so a
@@ -116,7 +119,7 @@ def limited(keys: LockKeys, limit: Optional[Limit]) -> LockKeys:
 def tail(ttl_ms: int, holder: Holder) -> str:
     """The part of a place's value after its clock fields: who holds it (see :mod:`.record`)."""
     return " ".join((str(int(holder.heartbeat_ms)), str(int(ttl_ms)), str(int(holder.since_ms)),
-                     str(int(holder.pid)), record.word(holder.host), holder.task_id))
+                     str(int(holder.pid)), record.word(holder.host), record.who(holder)))
 
 
 def decode(value: Any) -> Dict[str, str]:

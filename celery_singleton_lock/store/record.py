@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional, Sequence
 from . import foreign
 from .backend import Conflict, Holder
 
-__all__ = ["encode", "head", "decode", "is_lock", "conflict", "FIELDS", "STATES"]
+__all__ = ["encode", "who", "head", "decode", "is_lock", "conflict", "FIELDS", "STATES"]
 
 #: The states of a lock value; a string at a lock's name in no such state is no lock (see :mod:`.foreign`).
 STATES = ("running", "queued")
@@ -50,8 +50,15 @@ word = _word
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
     pid = f"{int(holder.pid)}/{_word(holder.pid_ns)}" if holder.pid_ns else str(int(holder.pid))
     value = " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
-                      str(int(holder.since_ms)), pid, _word(holder.host), _TAB.sub(" ", holder.task_id)))
-    return f"{value}\t{_BREAKS.sub(' ', holder.describe)}" if holder.describe else value
+                      str(int(holder.since_ms)), pid, _word(holder.host), who(holder)))
+    return value
+
+
+def who(holder: Holder) -> str:
+    """A value's last part: the holder's task id (a tab in it made a space), then a tab and the
+    call's description when the app stores one (kept to one line)."""
+    task_id = _TAB.sub(" ", holder.task_id)
+    return f"{task_id}\t{_BREAKS.sub(' ', holder.describe)}" if holder.describe else task_id
 
 
 def head(token: str, state: str) -> str:

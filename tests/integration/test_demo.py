@@ -106,7 +106,7 @@ def test_short_demo_runs_end_to_end_with_zero_overlaps(run_demo, redis_base, tmp
     wait_for(lambda: "round 1/2" in demo.output(), 90, what="the demo to start sending")
     seen = wait_for(lambda: _locks_listed(demo.env), 15, interval=0.1, what="a lock listed by the CLI")
     assert {lock["task"] for lock in seen} <= {"demo.skip", "demo.retry", "demo.wait", "demo.raise", "demo.debounce",
-                                             "demo.report"}
+                                             "demo.limited", "demo.windowed", "demo.report"}
 
     code = demo.wait(60)
     elapsed = time.monotonic() - demo.started
@@ -122,6 +122,14 @@ def test_short_demo_runs_end_to_end_with_zero_overlaps(run_demo, redis_base, tmp
     # each round's burst of edits to the debounced task ran once, with the last edit (seq 5)
     edits = re.findall(r"debounce\((acct-[12])=(\d+)\)\s+runs", out)
     assert sorted(edits) == [("acct-1", "5"), ("acct-2", "5")], out
+    # the limited task ran no more than two of an account at once; the windowed one started an
+    # account once per window (acct-3, sent each round, ran in the first round only)
+    assert re.search(r"demo\.limited: expected at most 2 runs of an account at once; saw at most [12] at once "
+                     r"over \d+ run\(s\): as promised", out), out
+    assert re.search(r"demo\.windowed: expected at most 1 start\(s\) of an account in any 4s; saw at most 1 "
+                     r"start\(s\) in one window over 3 run\(s\): as promised", out), out
+    assert re.search(r"^limit\s+demo\.limited\s+10\s+", out, re.M), out
+    assert re.search(r"^window\s+demo\.windowed\s+8\s+3\s+5\s", out, re.M), out
     if plot:
         assert (tmp_path / "timeline.png").stat().st_size > 10_000
     assert _group_gone(demo.pid_after("worker ready")), "the worker outlived the demo"

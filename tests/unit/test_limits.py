@@ -290,3 +290,47 @@ def test_a_redelivery_watching_its_first_deliverys_place_does_not_spin_on_a_key_
     job.apply(("k",), task_id="M").get()
     assert ran == ["k"]
     assert Counting.asks <= 12, Counting.asks
+
+
+def test_a_refusal_of_a_key_with_places_says_how_many_are_taken_in_the_error_and_the_signal():
+    from celery_singleton_lock import LockedError, lock_conflict
+
+    app = _app(MemoryBackend())
+    seen: List[dict] = []
+
+    def record(sender=None, **kwargs):
+        seen.append(kwargs)
+
+    @app.task(base=LockedTask, shared=False, lock_window=600, on_locked="raise")
+    def job(x):
+        return x
+
+    @app.task(base=LockedTask, shared=False, lock_scope="queued_or_running", lock_limit=2, on_locked="raise")
+    def queued(x):
+        return x
+
+    @app.task(base=LockedTask, shared=False, lock_scope="queued_or_running", on_locked="raise")
+    def single(x):
+        return x
+
+    lock_conflict.connect(record, weak=False)
+    try:
+        # Given a run whose window still keeps its place, when the same call comes
+        assert job.apply((1,)).get() == 1
+        result = job.apply((1,))
+        # then its LockedError and the signal say the one place of one is taken
+        assert isinstance(result.result, LockedError)
+        assert "(1 of 1 places taken)" in str(result.result)
+        # and a call refused at publish, with both places of a key queued, says two of two
+        queued.delay(7)
+        queued.delay(7)
+        with pytest.raises(LockedError, match="2 of 2 places taken"):
+            queued.delay(7)
+        # while a singleton lock's refusal names no places
+        single.delay(7)
+        with pytest.raises(LockedError) as refused:
+            single.delay(7)
+        assert "places" not in str(refused.value)
+        assert [s["places"] for s in seen] == ["1 of 1 places taken", "2 of 2 places taken", None]
+    finally:
+        lock_conflict.disconnect(record)

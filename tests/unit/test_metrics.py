@@ -117,3 +117,25 @@ def test_a_store_error_is_counted_by_kind(registry: CollectorRegistry, error: Ba
             runtime.close()
     assert _value(registry, "singleton_lock_store_errors_total", task="t.refused", kind=kind) == 1
     assert _value(registry, "singleton_lock_acquired_total", task="t.refused") == 0
+
+
+def test_places_in_use_count_the_runs_holding_places_of_keys_with_a_limit(app: Celery,
+                                                                             registry: CollectorRegistry) -> None:
+    seen = {}
+
+    @app.task(base=LockedTask, bind=True, name="t.limited", lock_key=("key",), lock_limit=3, shared=False)
+    def limited(self, key, depth=0):
+        # Each run calls the next while it holds its place: three places of one key taken at once
+        seen[depth] = _value(registry, "singleton_lock_places_in_use", task="t.limited")
+        if depth < 2:
+            self.apply(args=(key,), kwargs={"depth": depth + 1}).get()
+
+    @app.task(base=LockedTask, name="t.single", shared=False)
+    def single(key):
+        seen["single"] = _value(registry, "singleton_lock_places_in_use", task="t.single")
+
+    limited.apply(args=("a",)).get()
+    single.apply(args=("b",)).get()
+    assert seen == {0: 1, 1: 2, 2: 3, "single": 0}
+    assert _value(registry, "singleton_lock_places_in_use", task="t.limited") == 0
+    assert _value(registry, "singleton_lock_held", task="t.single") == 0

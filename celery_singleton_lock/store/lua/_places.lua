@@ -35,9 +35,10 @@ local function holds(v, now)
   return state ~= 'released' and lease > now
 end
 
--- task_of(v): the task id a place's value names (its last field).
+-- task_of(v): the task id a place's value names (its last field; a tab and the call's
+-- description may follow it, see record.py).
 local function task_of(v)
-  return string.match(v, '^%S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ (.*)$')
+  return string.match(v, '^%S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ ([^\t]*)')
 end
 
 -- survey(key, now, token[, task]): drop the places that ended, and describe the others.

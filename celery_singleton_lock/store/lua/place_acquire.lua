@@ -6,7 +6,7 @@
 -- ARGV[3] - limit (places at once)
 -- ARGV[4] - ttl (the lease), ms
 -- ARGV[5] - window, ms
--- ARGV[6] - the place's value after its clock fields: '<hb> <ttl> <since> <pid> <host> <task_id>'
+-- ARGV[6] - the place's value after its clock fields: '<hb> <ttl> <since> <pid> <host> <task_id>[\t<description>]'
 -- ARGV[7] - the task id (a second delivery of one message takes no second place)
 -- Returns 1 when taken (or already ours under the token in that state: a repeated ask), or a
 -- refusal {0, value, pttl, held, window, same, token} (_places.lua) for the place that frees

@@ -9,7 +9,7 @@ for i = 1, #all, 2 do
   local field, v = all[i], all[i + 1]
   if string.byte(field, 1) ~= 126 and holds(v, now) then
     local state, flags, lease, keep, rest = place_parts(v)
-    if string.match(rest, '^ %S+ %S+ %S+ %S+ %S+ (.*)$') == ARGV[1] then
+    if string.match(rest, '^ %S+ %S+ %S+ %S+ %S+ ([^\t]*)') == ARGV[1] then
       if not string.find(flags, 'r', 1, true) then
         if flags == '-' then flags = 'r' else flags = flags .. 'r' end
         redis.call('hset', KEYS[1], field, state .. ' ' .. flags .. ' ' .. ms(lease) .. ' ' .. ms(keep) .. rest)

@@ -1,4 +1,5 @@
--- PLACE_RELEASE: give back our place; it stays, released, until its window ends. Announce it
+-- PLACE_RELEASE: give back our place; it stays, released, until its window ends (its lease end
+-- field then says when it was released, for `celery locks show`). Announce it
 -- when a waiter asked (~w), and (optionally) note that the holder's task ran to the end, as
 -- release.lua does.
 -- KEYS[1] - the places key
@@ -24,7 +25,7 @@ if state ~= ARGV[2] then
   return 0
 end
 if keep > now then
-  redis.call('hset', KEYS[1], ARGV[1], 'released ' .. flags .. ' 0 ' .. ms(keep) .. rest)
+  redis.call('hset', KEYS[1], ARGV[1], 'released ' .. flags .. ' ' .. ms(now) .. ' ' .. ms(keep) .. rest)
 else
   redis.call('hdel', KEYS[1], ARGV[1])
 end
