@@ -133,11 +133,13 @@ def _is_library_republish(message_headers: Optional[Mapping[str, Any]]) -> bool:
 
 
 def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id: Optional[str],
-                   call: CallOptions, publish: Publish) -> Any:
-    """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate."""
+                   call: CallOptions, publish: Publish, digest: Optional[str] = None) -> Any:
+    """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate.
+
+    ``digest``: the call's, when the caller has derived it already (a call made its key's newest)."""
     options, argument_key = task.singleton_lock()
-    # Raises before anything is locked or published.
-    digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
+    if digest is None:  # raises before anything is locked or published
+        digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
     # self.retry() / re-publishing the running call itself: the lock goes with the message.
     current = task.lock if task_id is not None and task.request.id == task_id else None
     if current is not None:
