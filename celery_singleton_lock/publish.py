@@ -208,11 +208,15 @@ def _release_unpublished(runtime: Any, task: Any, keys: LockKeys, token: str) ->
 
 def _duplicate_at_enqueue(task: Any, key: str, task_id: str, conflict: Conflict, policy: str, publish: Publish,
                           requested_id: Optional[str], continues: bool) -> Any:
+    decision = ON_LOCKED[policy].at_enqueue(task.name, key, conflict)
+    if isinstance(decision, PublishUnlocked) and not decision.duplicate:
+        logger.info("singleton lock: %s[%s]: the newest call waits its turn (%s): key %s held by %s (%s)",
+                    task.name, task_id, policy, key, conflict.task_id or "?", conflict.state or "?")
+        return publish(task_id, None)
     logger.info("singleton lock: %s: call at enqueue is a duplicate (%s): key %s held by %s (%s)",
                 task.name, policy, key, conflict.task_id or "?", conflict.state or "?")
     signals.lock_conflict.send(sender=task, key=key, task_id=task_id, holder=conflict.task_id, action=policy,
                                at="enqueue")
-    decision = ON_LOCKED[policy].at_enqueue(task.name, key, conflict)
     if isinstance(decision, Refuse):
         raise decision.error
     if isinstance(decision, PublishUnlocked):

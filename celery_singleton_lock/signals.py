@@ -8,7 +8,10 @@ where the signal fires, for example in a shutdown hook).
 ``lock_conflict(sender, key, task_id, holder, action, at)``
     a duplicate met a held lock; ``holder`` is the holder's task id, ``action`` one
     of ``skip``, ``retry``, ``wait``, ``raise``, ``ignore`` (a redelivery of the
-    holder itself), ``at`` is ``"run"`` or ``"enqueue"``.
+    holder itself), ``replace`` (a call a newer one superseded, sent once, when its
+    message reaches a worker; ``holder`` is then the newer call), ``at`` is ``"run"``
+    or ``"enqueue"``. The newest call of a key under ``on_locked="replace"`` is no
+    duplicate: it waits its turn, and no signal is sent for it.
 ``lock_released(sender, key, task_id, released)``
     a holder let go; ``released`` is False when the lock was no longer its own.
 ``lock_lost(sender, key, task_id, reason, lock)``
