@@ -70,7 +70,12 @@ class SkipAtEnqueue:
 
 @dataclass(frozen=True)
 class PublishUnlocked:
-    """Publish without an enqueue lock: the worker re-queues the call until the lock is free."""
+    """Publish without an enqueue lock: the worker re-queues the call until the lock is free.
+
+    ``duplicate`` is False for the newest call of a key (``on_locked="replace"``): it takes
+    the waiting copy's place rather than repeating it, so it is no ``lock_conflict``."""
+
+    duplicate: bool = True
 
 
 @dataclass(frozen=True)

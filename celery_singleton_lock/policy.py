@@ -125,7 +125,7 @@ class ReplacePolicy:
         return Requeue(conflict, counted=False)
 
     def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
-        return PublishUnlocked()
+        return PublishUnlocked(duplicate=False)
 
 
 Policy = Union[SkipPolicy, RaisePolicy, RetryPolicy, WaitPolicy, ReplacePolicy]

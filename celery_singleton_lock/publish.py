@@ -135,11 +135,13 @@ def _is_library_republish(message_headers: Optional[Mapping[str, Any]]) -> bool:
 
 
 def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id: Optional[str],
-                   call: CallOptions, publish: Publish) -> Any:
-    """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate."""
+                   call: CallOptions, publish: Publish, digest: Optional[str] = None) -> Any:
+    """Publish one call of a ``queued*`` task under its enqueue lock, or resolve the duplicate.
+
+    ``digest``: the call's, when the caller has derived it already (a call made its key's newest)."""
     options, argument_key = task.singleton_lock()
-    # Raises before anything is locked or published.
-    digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
+    if digest is None:  # raises before anything is locked or published
+        digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
     # self.retry() / re-publishing the running call itself: the lock goes with the message.
     current = task.lock if task_id is not None and task.request.id == task_id else None
     if current is not None:
@@ -209,11 +211,15 @@ def _release_unpublished(runtime: Any, task: Any, keys: LockKeys, token: str) ->
 
 def _duplicate_at_enqueue(task: Any, key: str, task_id: str, conflict: Conflict, policy: str, publish: Publish,
                           requested_id: Optional[str], continues: bool) -> Any:
+    decision = ON_LOCKED[policy].at_enqueue(task.name, key, conflict)
+    if isinstance(decision, PublishUnlocked) and not decision.duplicate:
+        logger.info("singleton lock: %s[%s]: the newest call waits its turn (%s): key %s held by %s (%s)",
+                    task.name, task_id, policy, key, conflict.task_id or "?", conflict.state or "?")
+        return publish(task_id, None)
     logger.info("singleton lock: %s: call at enqueue is a duplicate (%s): key %s held by %s (%s)",
                 task.name, policy, key, conflict.task_id or "?", conflict.state or "?")
     signals.lock_conflict.send(sender=task, key=key, task_id=task_id, holder=conflict.task_id, action=policy,
                                at="enqueue", places=places_taken(conflict))
-    decision = ON_LOCKED[policy].at_enqueue(task.name, key, conflict)
     if isinstance(decision, Refuse):
         raise decision.error
     if isinstance(decision, PublishUnlocked):

@@ -9,8 +9,11 @@ where the signal fires, for example in a shutdown hook).
 ``lock_conflict(sender, key, task_id, holder, action, at, places)``
     a duplicate met a held lock; ``holder`` is the holder's task id, ``action`` one
     of ``skip``, ``retry``, ``wait``, ``raise``, ``ignore`` (a redelivery of the
-    holder itself), ``at`` is ``"run"`` or ``"enqueue"``; ``places`` is
-    ``"k of N places taken"`` for a key with ``lock_limit`` or ``lock_window``, else ``None``.
+    holder itself), ``replace`` (a call a newer one superseded, sent once, when its
+    message reaches a worker; ``holder`` is then the newer call), ``at`` is ``"run"``
+    or ``"enqueue"``; ``places`` is ``"k of N places taken"`` for a key with ``lock_limit``
+    or ``lock_window``, else ``None``. The newest call of a key under ``on_locked="replace"``
+    is no duplicate: it waits its turn, and no signal is sent for it.
 ``lock_released(sender, key, task_id, released, exit)``
     a holder let go; ``released`` is False when the lock was no longer its own;
     ``exit`` is how the execution ended, one of :data:`EXITS`.

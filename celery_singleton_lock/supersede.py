@@ -72,9 +72,10 @@ def debounce_wait(options: LockOptions, burst_ms: int) -> float:
 
 
 def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id: Optional[str],
-              options: MutableMapping[str, Any]) -> Tuple[str, Dict[str, Any]]:
-    """Make this call its key's newest: its task id, and the headers to publish it with. Under
-    ``lock_debounce`` the message's ``countdown`` is set in ``options`` (its ``eta`` folded in)."""
+              options: MutableMapping[str, Any]) -> Tuple[str, Dict[str, Any], str]:
+    """Make this call its key's newest: its task id, the headers to publish it with, and its lock
+    digest (for the enqueue lock, so the arguments are digested once). Under ``lock_debounce`` the
+    message's ``countdown`` is set in ``options`` (its ``eta`` folded in)."""
     lock_options, argument_key = task.singleton_lock()
     call = CallOptions(options)
     digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
@@ -96,7 +97,7 @@ def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id
         options.pop("eta", None)
         options["countdown"] = delay + debounce_wait(lock_options, newest.burst_ms if newest else 0)
     if newest is None:
-        return task_id, {}
+        return task_id, {}, digest
     if newest.previous and newest.previous != task_id:
         try:
             store_skipped(task, newest.previous)  # its .get() returns now; its message ends so too
@@ -104,7 +105,7 @@ def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id
             logger.warning("singleton lock: %s: could not store the superseded call %s's result now (%s); "
                            "it is stored when its message reaches a worker", task.name, newest.previous,
                            error_text(exc))
-    return task_id, {headers.GENERATION: str(newest.gen)}
+    return task_id, {headers.GENERATION: str(newest.gen)}, digest
 
 
 def _unreachable(task: Any, runtime: Any, key: str, options: LockOptions, exc: BaseException) -> None:

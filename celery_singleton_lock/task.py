@@ -136,15 +136,17 @@ class LockedTask(Task):
         check_call_shape(args, kwargs)
         lock_options = self.singleton_lock()[0]
         newest: dict = {}
+        digest: Optional[str] = None
         if supersede.stamps(self, task_id, options.get("headers")):
             # on_locked="replace" / lock_debounce: this call becomes its key's newest (see .supersede)
-            task_id, newest = supersede.supersede(self, args or (), kwargs or {}, task_id, options)
+            task_id, newest, digest = supersede.supersede(self, args or (), kwargs or {}, task_id, options)
             if not lock_options.at_enqueue:
                 options["headers"] = headers.library_headers(options.get("headers"), newest)
         if not lock_options.at_enqueue or self.app.conf.task_always_eager:
             # Eager runs take the run lock inside apply(); either way, arguments without
-            # a lock key are refused before anything is published.
-            publish_digest(self, args or (), kwargs or {}, options.get("serializer"))
+            # a lock key are refused before anything is published (a newest call's were already).
+            if digest is None:
+                publish_digest(self, args or (), kwargs or {}, options.get("serializer"))
             own = self.lock if task_id is not None and task_id == self.request.id else None
             if own is not None:
                 # self.retry(): the retry may start while this execution still finishes; it waits for it.
@@ -158,7 +160,7 @@ class LockedTask(Task):
                 options["headers"] = headers.library_headers(inherited, {**newest, **(ours or {})})
             return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow, **options)
 
-        return publish_locked(self, args or (), kwargs or {}, task_id, CallOptions(options, link), publish)
+        return publish_locked(self, args or (), kwargs or {}, task_id, CallOptions(options, link), publish, digest)
 
 
 def _own_attributes(cls: type) -> Iterator[Tuple[str, Any]]:

@@ -27,8 +27,10 @@ def check_lock_store(app: Any) -> Optional[str]:
     answers) or talked to over TLS that verifies nothing, ``None`` when all is
     well or the app has no locked task.
     """
-    if not any(isinstance(task, LockedTask) for task in app.tasks.values()):
+    locked = [task for task in app.tasks.values() if isinstance(task, LockedTask)]
+    if not locked:
         return None
+    latest_wins = any(task.singleton_lock()[0].latest_wins for task in locked)
     settings = resolve_settings(app.conf)
     if settings.backend is not None:
         return None  # a store object handed in (the in-memory backend): nothing to connect to
@@ -54,7 +56,7 @@ def check_lock_store(app: Any) -> Optional[str]:
         try:
             for url, node in zip(urls, getattr(store, "nodes", None) or [store]):
                 try:
-                    probe_store(node, layout)
+                    probe_store(node, layout, generations=latest_wins)
                 except ProbeFailed as failed:
                     if not isinstance(failed.error, STORE_ERRORS):
                         raise failed.error

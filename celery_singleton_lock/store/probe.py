@@ -6,7 +6,10 @@ otherwise find out task by task. :func:`probe_store` runs every script of the
 protocol, the way the worker sends it, on a throw-away lock of its own under
 the app's prefix (so the same key and channel patterns apply), then deletes
 what it wrote. Redis checks the commands inside a script against the caller's
-ACL only when the script runs them, so each script is run to its end.
+ACL only when the script runs them, so each script is run to its end. The
+generation scripts (``on_locked="replace"``, ``lock_debounce``) are run only for an
+app that has such a task: a store user set up for the older command line, without
+their hash commands, serves every other app.
 """
 
 from __future__ import annotations
@@ -67,17 +70,32 @@ def _subscribe(store: RedisBackend, channel: str, timeout: float = 5.0) -> None:
         pubsub.close()
 
 
+def _probe_generations(store: RedisBackend, generation: str, task_id: str, ttl_ms: int, step: _Step) -> None:
+    """Publish a call of the probe key, look at it and claim its run, as a latest-wins task does."""
+    generations = store.generations
+    if generations is None:
+        return
+    step("gen_supersede")
+    published = generations.supersede(generation, task_id, ttl_ms)
+    step("gen_peek")
+    generations.peek(generation, published.gen)
+    step("gen_claim")
+    generations.claim(generation, published.gen, task_id, ttl_ms)
+
+
 def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000,
-                on_young: Optional[Callable[[RestartWait], None]] = _say_young) -> None:
+                on_young: Optional[Callable[[RestartWait], None]] = _say_young, generations: bool = False) -> None:
     """Run the protocol once on a probe lock; raise :class:`ProbeFailed` for the first error Redis answers.
 
     ``store`` is one Redis (a quorum is probed master by master). The probe lock
     lives ``ttl_ms`` at most, should the probe be cut short. A server that started a
-    moment ago is waited for (``on_young`` is told), as grants wait for it.
+    moment ago is waited for (``on_young`` is told), as grants wait for it. With
+    ``generations``, the scripts naming a key's newest call are run too.
     """
     queued_token, token = new_token(), new_token()
     queued, key = layout.queued(PROBE_TASK, queued_token), layout.lock(PROBE_TASK, queued_token)
     fence, done = layout.fence(PROBE_TASK, queued_token), layout.done(PROBE_TASK, queued_token)
+    generation = layout.generation(PROBE_TASK, queued_token)
     holder = Holder(task_id=queued_token, host=socket.gethostname(), pid=os.getpid(),
                     since_ms=int(time.time() * 1000), heartbeat_ms=ttl_ms // 3)
     step = _Step()
@@ -106,10 +124,12 @@ def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000,
         store.completed(done, holder.task_id)
         step("subscribe")
         _subscribe(store, key)
+        if generations:
+            _probe_generations(store, generation, queued_token, ttl_ms, step)
     except Exception as exc:
         raise ProbeFailed(step.name, exc) from exc
     finally:
         try:
-            store.client.delete(queued, key, fence, done)
+            store.client.delete(queued, key, fence, done, generation)
         except Exception:  # the probe's own error says what matters; its lock expires anyway
             pass

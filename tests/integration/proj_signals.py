@@ -12,6 +12,7 @@ import time
 
 from celery_singleton_lock import lock_acquired, lock_conflict, lock_lost, lock_released
 from tests.integration.proj import *  # noqa: F401,F403 - the tasks
+from tests.integration.proj_latest import *  # noqa: F401,F403 - the tasks whose newest call wins
 from tests.integration.proj import events
 
 

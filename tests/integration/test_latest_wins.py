@@ -173,3 +173,23 @@ def test_groups_and_chains_of_debounced_calls_end_ready_and_run_the_newest_once(
     assert superseded_step.get(timeout=5) is None
     runs = _settled(events_redis, 1.5)
     assert sorted((run["key"], run["payload"]) for run in runs) == [("c", "first"), ("c2", "newest"), ("g", 4)]
+
+
+def _calls_made(lock_redis) -> int:
+    """How many calls of the key were published: the newest generation its hash names."""
+    return max((int(lock_redis.hget(key, "gen") or 0) for key in lock_redis.scan_iter("*:gen")), default=0)
+
+
+def test_calls_from_celery_beat_quicker_than_the_quiet_period_run_once_after_the_last(latest, start_worker,
+                                                                                      events_redis, lock_redis):
+    # Given a worker, and celery beat calling a task debounced by 0.5 s every 0.2 s
+    start_worker(app=APP, concurrency=2)
+    beat = start_worker.beat(app=APP, env={"CSL_BEAT_LATEST": "debounced"})
+    # When beat has called it for a while, then stops
+    wait_for(lambda: _calls_made(lock_redis) >= 12, 20, interval=0.1, what="beat's burst of calls")
+    beat.stop()
+    stopped = time.time()
+    # Then the burst ran once, a quiet period after beat's last call
+    runs = _settled(events_redis, 2.0)
+    assert len(runs) == 1 and _calls_made(lock_redis) >= 12, runs
+    assert stopped - 0.2 + 0.5 - 0.1 <= runs[0]["start"] <= stopped + 0.5 + 1.0, (runs, stopped)

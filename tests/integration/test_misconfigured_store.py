@@ -30,9 +30,9 @@ PASSWORD = "s3cret-pw"
 EXIT_CONFIG = 78
 
 
-def refused_start(test_env: Dict[str, str], lock_url: str) -> Tuple[int, str]:
-    """Start a real worker whose lock URL is ``lock_url``; it must exit. (status, log)."""
-    worker = Worker("tests.integration.proj", dict(test_env, CSL_LOCK_URL=lock_url),
+def refused_start(test_env: Dict[str, str], lock_url: str, module: str = "tests.integration.proj") -> Tuple[int, str]:
+    """Start a real worker of ``module`` whose lock URL is ``lock_url``; it must exit. (status, log)."""
+    worker = Worker(module, dict(test_env, CSL_LOCK_URL=lock_url),
                     name=f"refused-{uuid.uuid4().hex[:6]}", concurrency=1)
     try:
         with pytest.raises(RuntimeError, match="exited with"):
@@ -99,6 +99,26 @@ def test_an_acl_user_without_a_command_the_library_runs_stops_the_worker(test_en
     assert status == EXIT_CONFIG
     assert f"redis://locks:***@127.0.0.1:{acl_server.port}/0" in line
     assert "lacks a permission" in line and words in line and "docs/security.md" in line
+
+
+def test_the_hash_commands_are_asked_for_only_by_an_app_whose_newest_call_wins(test_env, acl_server):
+    # a user set up for the command line before on_locked="replace" and lock_debounce
+    admin(acl_server).acl_setuser("locks", enabled=True, passwords=["+pw"], keys=[f"{lock_prefix()}:*"],
+                                  channels=[f"{lock_prefix()}:*"], commands=["+@all", "-hmget", "-hset", "-hdel"])
+    lock_url = f"redis://locks:pw@127.0.0.1:{acl_server.port}/0"
+
+    worker = Worker("tests.integration.proj", dict(test_env, CSL_LOCK_URL=lock_url),
+                    name=f"older-{uuid.uuid4().hex[:6]}", concurrency=1)
+    try:
+        worker.start(timeout=60)  # no task of this app needs the hash: the worker starts
+        assert "refuses to start" not in worker.log()
+    finally:
+        worker.stop()
+    status, log = refused_start(test_env, lock_url, "tests.integration.proj_latest")
+
+    line = the_one_line(log)
+    assert status == EXIT_CONFIG
+    assert "lacks a permission" in line and "in the gen_supersede script" in line and "hmget" in line
 
 
 def test_a_read_only_replica_stops_the_worker_at_start(test_env):

@@ -3,13 +3,17 @@
 Given a worker whose app module connects receivers to ``lock_acquired``,
 ``lock_conflict`` and ``lock_released``, when a call runs and a duplicate of it is
 skipped, then each signal arrives once, naming the task, the key and the holder,
-and ``lock_released`` comes as the task ends, not a heartbeat period later.
+and ``lock_released`` comes as the task ends, not a heartbeat period later. Under
+``on_locked="replace"`` the newest call is no duplicate: only the call it superseded
+is told, once.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 
+from celery_singleton_lock import lock_conflict
 from tests.integration.helpers import wait_started
 from tests.support.waits import wait_for
 
@@ -40,3 +44,28 @@ def test_connected_receivers_hear_acquire_conflict_and_a_prompt_release(proj, st
     assert [(s["task_id"], s["released"]) for s in released] == [(first.id, True)]
     assert acquired[0]["key"] == conflicts[0]["key"] == released[0]["key"]
     assert outcome["key"] == 5
+
+
+def test_under_replace_only_the_superseded_call_hears_lock_conflict(proj, start_worker, events_redis):
+    latest = importlib.import_module("tests.integration.proj_latest")
+    start_worker(concurrency=2, app=APP)
+    heard = []
+
+    def publisher_side(sender=None, **kwargs):
+        heard.append(kwargs)
+
+    lock_conflict.connect(publisher_side, weak=False)
+    try:
+        first = latest.replaced.delay("k", 0, duration=1.0)
+        wait_started(events_redis, 1)
+        waiting = latest.replaced.delay("k", 1)  # waits behind the running copy
+        newest = latest.replaced.delay("k", 2)  # takes its place
+        assert first.get(timeout=20)["payload"] == 0 and newest.get(timeout=20)["payload"] == 2
+        assert waiting.get(timeout=5) is None
+    finally:
+        lock_conflict.disconnect(publisher_side)
+
+    assert heard == []  # neither newer call was a duplicate at enqueue
+    conflicts = wait_for(lambda: _signals(events_redis, "lock_conflict"), 10, what="the superseded call's signal")
+    assert [(s["task_id"], s["holder"], s["action"], s["at"]) for s in conflicts] == [
+        (waiting.id, newest.id, "replace", "run")]

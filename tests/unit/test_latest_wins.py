@@ -124,3 +124,22 @@ def test_calls_a_restarted_store_forgot_wait_a_quiet_period_and_only_the_newest_
     finally:
         for _ in range(5):
             sync.pop_request()
+
+
+@pytest.mark.parametrize("options", [dict(lock_debounce=0.5), dict(on_locked="replace", lock_scope="queued"),
+                                     dict(on_locked="replace", lock_scope="queued_or_running")])
+def test_a_newest_call_digests_its_arguments_once(app, monkeypatch, options):
+    from celery_singleton_lock.arguments import ArgumentKey
+    digested: List[Any] = []
+    for_message = ArgumentKey.for_message
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        digested.append(args)
+        return for_message(self, *args, **kwargs)
+
+    monkeypatch.setattr(ArgumentKey, "for_message", counted)
+    monkeypatch.setattr(ArgumentKey, "__call__", lambda self, *args: digested.append(args) or "0" * 32)
+    sync = _debounced(app, **options)
+    with published() as sent:
+        sync.delay(1, "a")
+    assert len(sent) == 1 and len(digested) == 1
