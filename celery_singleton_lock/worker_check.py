@@ -31,6 +31,7 @@ def check_lock_store(app: Any) -> Optional[str]:
     if not locked:
         return None
     latest_wins = any(task.singleton_lock()[0].latest_wins for task in locked)
+    placed = any(_has_places(task.singleton_lock()[0]) for task in locked)
     settings = resolve_settings(app.conf)
     if settings.backend is not None:
         return None  # a store object handed in (the in-memory backend): nothing to connect to
@@ -56,7 +57,7 @@ def check_lock_store(app: Any) -> Optional[str]:
         try:
             for url, node in zip(urls, getattr(store, "nodes", None) or [store]):
                 try:
-                    probe_store(node, layout, generations=latest_wins)
+                    probe_store(node, layout, generations=latest_wins, places=placed)
                 except ProbeFailed as failed:
                     if not isinstance(failed.error, STORE_ERRORS):
                         raise failed.error
@@ -72,3 +73,8 @@ def check_lock_store(app: Any) -> Optional[str]:
         warnings.append(f"the lock store is unreachable at worker start: {'; '.join(outages)}; starting anyway, "
                         "and until it answers every locked task follows its on_lock_error")
     return "; ".join(warnings) or None
+
+
+def _has_places(options: Any) -> bool:
+    """Whether a task's keys may be places (a limit above one, a limit chosen per call, or a window)."""
+    return callable(options.limit) or options.limit != 1 or options.window > 0

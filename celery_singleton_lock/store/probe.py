@@ -23,12 +23,15 @@ from typing import Callable, Optional
 from .backend import Completion, Holder, new_token
 from .redis_backend import RedisBackend
 from .keys import KeyLayout
+from .places import Limit, limited
 from .start_gate import RestartWait, wait_for_gate
 
 __all__ = ["probe_store", "ProbeFailed", "PROBE_TASK"]
 
 #: The task name the probe's keys are filed under (a name no Celery task has).
 PROBE_TASK = "celery_singleton_lock.probe"
+#: The probe's places: two, kept a moment after release, so the window's path runs too.
+PROBE_LIMIT = Limit(2, 1)
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -83,19 +86,32 @@ def _probe_generations(store: RedisBackend, generation: str, task_id: str, ttl_m
     generations.claim(generation, published.gen, task_id, ttl_ms)
 
 
+def _probe_places(store: RedisBackend, key: str, token: str, ttl_ms: int, holder: Holder, step: _Step) -> None:
+    """Take one of a key's places, renew it and give it back, as a task with a limit or a window does."""
+    step("place_acquire")
+    store.acquire(key, token, ttl_ms, holder, limit=PROBE_LIMIT)
+    step("place_renew")
+    store.renew([(key, token, ttl_ms)])
+    step("place_release")
+    store.release(key, token)
+
+
 def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000,
-                on_young: Optional[Callable[[RestartWait], None]] = _say_young, generations: bool = False) -> None:
+                on_young: Optional[Callable[[RestartWait], None]] = _say_young, generations: bool = False,
+                places: bool = False) -> None:
     """Run the protocol once on a probe lock; raise :class:`ProbeFailed` for the first error Redis answers.
 
     ``store`` is one Redis (a quorum is probed master by master). The probe lock
     lives ``ttl_ms`` at most, should the probe be cut short. A server that started a
     moment ago is waited for (``on_young`` is told), as grants wait for it. With
-    ``generations``, the scripts naming a key's newest call are run too.
+    ``generations``, the scripts naming a key's newest call are run too; with ``places``, those
+    of a key's places (:mod:`.places`).
     """
     queued_token, token = new_token(), new_token()
     queued, key = layout.queued(PROBE_TASK, queued_token), layout.lock(PROBE_TASK, queued_token)
     fence, done = layout.fence(PROBE_TASK, queued_token), layout.done(PROBE_TASK, queued_token)
     generation = layout.generation(PROBE_TASK, queued_token)
+    placed = limited(layout.keys(PROBE_TASK, queued_token, "running"), PROBE_LIMIT).lock
     holder = Holder(task_id=queued_token, host=socket.gethostname(), pid=os.getpid(),
                     since_ms=int(time.time() * 1000), heartbeat_ms=ttl_ms // 3)
     step = _Step()
@@ -126,10 +142,12 @@ def probe_store(store: RedisBackend, layout: KeyLayout, ttl_ms: int = 10_000,
         _subscribe(store, key)
         if generations:
             _probe_generations(store, generation, queued_token, ttl_ms, step)
+        if places:
+            _probe_places(store, placed, token, ttl_ms, holder, step)
     except Exception as exc:
         raise ProbeFailed(step.name, exc) from exc
     finally:
         try:
-            store.client.delete(queued, key, fence, done, generation)
+            store.client.delete(queued, key, fence, done, generation, placed)
         except Exception:  # the probe's own error says what matters; its lock expires anyway
             pass

@@ -458,7 +458,7 @@ def exercise_places(store: Any, layout: KeyLayout) -> None:
     assert isinstance(store.adopt(keys.lock, keys.lock, "p1", "p3", 10_000, _holder("id-p1"), limit=limit), Grant)
     assert store.release(keys.lock, "p0", Completion(keys.done, "id-p0", 10_000, True))
     assert isinstance(store.acquire(keys.queued, "q", 10_000, _holder("id-q"), state="queued", limit=limit), Grant)
-    assert store.release_many([(keys.lock, "p3"), (keys.queued, "q")]) == [True, True]
+    assert store.release_many([(keys.lock, "p3"), (keys.queued, "q", "queued")]) == [True, True]
     assert list(scan_locks(store.client, layout))
 
 
@@ -468,7 +468,7 @@ def test_places_run_under_the_documented_user_with_their_addition_and_need_all_o
 
     def run(plus) -> None:
         acl_server.apply(documented.setuser_args(PREFIX, acl_server.password, plus=plus))
-        store = open_store(acl_server.user_url(1), EAGER_HEALTH_CHECKS)
+        store = open_store(acl_server.user_url(0), EAGER_HEALTH_CHECKS)
         try:
             exercise_places(store, layout)
         finally:
