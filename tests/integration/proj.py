@@ -92,48 +92,48 @@ def _body(task, key, duration: float) -> dict:
     return {"key": key, "pid": os.getpid(), "fence": _fence(task)}
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",))
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",))
 def storm(self, key, seq=0, duration=0.3):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True)
+@app.task(shared=False, base=LockedTask, bind=True)
 def account(self, account_id, full=False):
     """Every argument decides the lock (lock_key=None)."""
     return _body(self, [account_id, full], 1.5 if account_id == 7 and not full else 0.2)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("account_id",))
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("account_id",))
 def sync(self, account_id, payload=None, duration=0.5):
     return _body(self, account_id, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=2)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=2)
 def short_ttl(self, key, duration=7.0):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=30)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=30)
 def long_running(self, key, duration=30.0):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=30, time_limit=1.5)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=30, time_limit=1.5)
 def hard_limited(self, key, duration=30.0):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=30, soft_time_limit=1)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=30, soft_time_limit=1)
 def soft_limited(self, key, duration=30.0):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, lock_heartbeat=1)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, lock_heartbeat=1)
 def quick_ttl(self, key, duration=30.0):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",))
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",))
 def failing(self, key):
     events().rpush("started", json.dumps(dict(task=self.name, id=self.request.id, key=key)))
     raise ValueError(f"boom {key}")
@@ -147,17 +147,17 @@ def _reject_until(task, key, times: int) -> int:
     return delivery
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), acks_late=True)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), acks_late=True)
 def rejecting(self, key, times=3):
     return _reject_until(self, key, times)
 
 
-@app.task(bind=True, acks_late=True)
+@app.task(shared=False, bind=True, acks_late=True)
 def rejecting_plain(self, key, times=3):  # the same body as a plain Celery task, to compare with
     return _reject_until(self, key, times)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), max_retries=1)
 def retrying(self, key):
     events().rpush("started", json.dumps(dict(task=self.name, id=self.request.id, key=key,
                                               retries=self.request.retries)))
@@ -180,52 +180,52 @@ def _retry_now(task, key, cleanup: float, countdown: float = 0) -> int:
         _record("intervals", task, started, key=key, retries=task.request.retries)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), max_retries=1)
 def retry_now(self, key, cleanup=0.5):
     return _retry_now(self, key, cleanup)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1, lock_scope="queued_or_running")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), max_retries=1, lock_scope="queued_or_running")
 def qor_retry_now(self, key, cleanup=0.5):
     return _retry_now(self, key, cleanup)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), max_retries=1, lock_scope="queued_or_running")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), max_retries=1, lock_scope="queued_or_running")
 def qor_retry_later(self, key, cleanup=8.0):
     return _retry_now(self, key, cleanup, countdown=30)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="retry", lock_retry_delay=0.5)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="retry", lock_retry_delay=0.5)
 def policy_retry(self, key, duration=1.5):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="retry", lock_retry_delay=0.2, lock_retry_max=2, max_retries=0)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="retry", lock_retry_delay=0.2, lock_retry_max=2, max_retries=0)
 def policy_retry_bounded(self, key, duration=0.1):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="wait", lock_wait_timeout=10)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="wait", lock_wait_timeout=10)
 def policy_wait(self, key, duration=1.0):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="raise")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="raise")
 def policy_raise(self, key, duration=1.5):
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), on_lock_error="retry", lock_retry_delay=0.3, lock_retry_max=1)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_lock_error="retry", lock_retry_delay=0.3, lock_retry_max=1)
 def error_retry(self, key):
     return _body(self, key, 0)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), on_lock_error="run")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_lock_error="run")
 def error_run(self, key):
     return _body(self, key, 0)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), on_lock_error="raise")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_lock_error="raise")
 def error_raise(self, key):
     return _body(self, key, 0)
 
@@ -240,22 +240,22 @@ def _tracked(task, key, duration: float) -> dict:
         events().srem("running", task.request.id)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running")
 def qor_job(self, key, duration=0.5):
     return _tracked(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", on_locked="raise")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", on_locked="raise")
 def qor_raise(self, key, duration=0.5):
     return _tracked(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", on_lock_error="raise")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", on_lock_error="raise")
 def qor_error_raise(self, key, duration=0.5):
     return _tracked(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", lock_retry_delay=0.3, lock_retry_max=0)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", lock_retry_delay=0.3, lock_retry_max=0)
 def queued_job(self, key, duration=0.5):
     return _tracked(self, key, duration)
 
@@ -264,24 +264,24 @@ def _pair_key(pair, duration=0.2):
     return str(pair)  # "(1, 2)" for a tuple, "[1, 2]" for the list a JSON message delivers
 
 
-@app.task(base=LockedTask, bind=True, lock_key=_pair_key, lock_scope="queued_or_running")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=_pair_key, lock_scope="queued_or_running")
 def qor_pair(self, pair, duration=0.2):
     return _tracked(self, pair, duration)
 
 
-@app.task
+@app.task(shared=False)
 def collect(results):
     """A chord body: what its header's members returned."""
     return results
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", on_locked="wait",
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", on_locked="wait",
           lock_wait_timeout=30)
 def queued_wait(self, key, duration=0.5):
     return _tracked(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", max_retries=2)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", max_retries=2)
 def qor_self_retry(self, key):
     events().rpush("started", json.dumps(dict(task=self.name, id=self.request.id, key=key,
                                               retries=self.request.retries, fence=self.lock.fencing_token)))
@@ -290,12 +290,12 @@ def qor_self_retry(self, key):
     return self.request.retries
 
 
-@app.task(base=LockedTask, bind=True, lock_scope="queued_or_running", lock_key=("key",))
+@app.task(shared=False, base=LockedTask, bind=True, lock_scope="queued_or_running", lock_key=("key",))
 def beat_qor(self, key="beat"):
     return _tracked(self, key, 3.5)
 
 
-@app.task(base=LockedTask, bind=True, lock_scope="queued", lock_key=("key",), lock_retry_delay=0.5)
+@app.task(shared=False, base=LockedTask, bind=True, lock_scope="queued", lock_key=("key",), lock_retry_delay=0.5)
 def beat_queued(self, key="beat"):
     return _tracked(self, key, 3.5)
 
@@ -315,7 +315,7 @@ class LockedAroundCall(LockedTask, AroundCall):
     pass
 
 
-@app.task(base=LockedAroundCall, bind=True, lock_key=("key",))
+@app.task(shared=False, base=LockedAroundCall, bind=True, lock_key=("key",))
 def around(self, key, duration=0.3):
     return dict(_body(self, key, duration), id=self.request.id)
 
@@ -337,7 +337,7 @@ return ok and 1 or 0
 """
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, on_locked="retry", lock_retry_delay=0.3)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, on_locked="retry", lock_retry_delay=0.3)
 def fenced(self, key, duration=3.0, writes=3):
     """A body that writes ``writes`` times, spread over ``duration``, to a fenced downstream store."""
     started = time.time()

@@ -24,29 +24,29 @@ def _run(task, key, payload, duration: float) -> dict:
     return {"key": key, "payload": payload}
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_debounce=0.5, lock_retry_delay=0.2)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_debounce=0.5, lock_retry_delay=0.2)
 def debounced(self, key, payload, duration=0.1):
     return _run(self, key, payload, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_debounce=0.5, lock_debounce_max=1,
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_debounce=0.5, lock_debounce_max=1,
           lock_retry_delay=0.2)
 def debounced_max(self, key, payload, duration=0.3):
     return _run(self, key, payload, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", on_locked="replace",
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", on_locked="replace",
           lock_retry_delay=0.2)
 def replaced(self, key, payload, duration=1.5):
     return _run(self, key, payload, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_debounce=2, lock_retry_delay=0.2)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_debounce=2, lock_retry_delay=0.2)
 def debounced_long(self, key, payload, duration=0.1):
     return _run(self, key, payload, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", on_locked="replace",
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running", on_locked="replace",
           lock_retry_delay=0.2)
 def replaced_qor(self, key, payload, duration=1.5):
     return _run(self, key, payload, duration)

@@ -35,33 +35,33 @@ def _limited_body(task, key, duration: float) -> None:
         asked=_asked.pop(task.request.id, started), fence=_fence(task), retries=task.request.get("retries"))))
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=3, on_locked="retry", lock_retry_delay=0.2)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=3, on_locked="retry", lock_retry_delay=0.2)
 def limited(self, key, seq=0, duration=0.6):
     _limited_body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=5, lock_window=2, on_locked="retry",
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=5, lock_window=2, on_locked="retry",
           lock_retry_delay=60)
 def windowed(self, key, seq=0, duration=0.0):
     _limited_body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_ttl=30)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_ttl=30)
 def limited_long(self, key, seq=0, duration=30.0):
     _limited_body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_ttl=3, lock_heartbeat=1)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_ttl=3, lock_heartbeat=1)
 def limited_short_ttl(self, key, seq=0, duration=30.0):
     _limited_body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_scope="queued_or_running")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_scope="queued_or_running")
 def qor_limited(self, key, seq=0, duration=1.0):
     _limited_body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_scope="queued", lock_retry_delay=0.2)
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_scope="queued", lock_retry_delay=0.2)
 def queued_limited(self, key, seq=0, duration=2.0):
     _limited_body(self, key, duration)
 
@@ -71,12 +71,12 @@ def queued_limited(self, key, seq=0, duration=2.0):
 PERIOD = 2.0
 
 
-@app.task(base=LockedTask, bind=True, lock_scope="queued_or_running", lock_window=0.9 * PERIOD)
+@app.task(shared=False, base=LockedTask, bind=True, lock_scope="queued_or_running", lock_window=0.9 * PERIOD)
 def ticked(self, duration=0.0):
     _limited_body(self, "tick", duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_scope="queued_or_running", lock_window=0.9 * 60)
+@app.task(shared=False, base=LockedTask, bind=True, lock_scope="queued_or_running", lock_window=0.9 * 60)
 def ticked_cron(self, duration=0.0):
     _limited_body(self, "cron", duration)
 

@@ -28,11 +28,11 @@ def _seen(task, value, duration: float) -> str:
     return seen
 
 
-@app.task(base=LockedTask, bind=True, lock_scope="queued_or_running")
+@app.task(shared=False, base=LockedTask, bind=True, lock_scope="queued_or_running")
 def views_qor(self, value, duration=0.2):
     return _seen(self, value, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_scope="queued", lock_retry_delay=0.3)
+@app.task(shared=False, base=LockedTask, bind=True, lock_scope="queued", lock_retry_delay=0.3)
 def views_queued(self, value, duration=0.2):
     return _seen(self, value, duration)

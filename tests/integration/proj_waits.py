@@ -20,19 +20,19 @@ from tests.integration.proj import _body, _tracked, app, events
 __all__ = ["app", "wait_retry", "wait_raise", "tick"]
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="wait", lock_wait_timeout=30,
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="wait", lock_wait_timeout=30,
           on_lock_error="retry", lock_retry_delay=1)
 def wait_retry(self: Any, key: str, duration: float = 3.0) -> dict:
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), on_locked="wait", lock_wait_timeout=30,
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="wait", lock_wait_timeout=30,
           on_lock_error="raise")
 def wait_raise(self: Any, key: str, duration: float = 3.0) -> dict:
     return _body(self, key, duration)
 
 
-@app.task(base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running")
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued_or_running")
 def tick(self: Any, key: str = "tick", duration: float = 0.2) -> dict:
     return _tracked(self, key, duration)
 
