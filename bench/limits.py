@@ -20,7 +20,7 @@ import json
 import time
 import uuid
 from collections import defaultdict
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 import redis
 
@@ -106,7 +106,7 @@ def tightest(starts: List[float], n: int) -> float:
     return min((ordered[i + n - 1] - ordered[i] for i in range(len(ordered) - n + 1)), default=float("inf"))
 
 
-def run_rate_storm(start_worker: Callable[..., object], events_url: str, keys: int, per_key: int, rounds: int,
+def run_rate_storm(start_worker: Callable[..., Any], events_url: str, keys: int, per_key: int, rounds: int,
                    log: Callable[[str], None] = print) -> dict:
     """Per variant and round: the most starts of a key in any ``RATE_PER`` span, and starts per second."""
     from . import app as bench_app
