@@ -98,7 +98,8 @@ def check_places(runs: List[Execution], lost_signals: Iterable[dict], limit: int
     :data:`CLOCK_SLACK`) or the body's end if later. An over-limit moment is a place taken
     while ``limit`` others were held; it is told when fewer than ``limit`` of those others
     never learnt they lost theirs (a ``lock.lost`` write, a refused fence or a ``lock_lost``
-    signal). Figures under the keys :func:`check_overlaps` uses, so the report reads both.
+    signal). Places are counted per call (task id): a redelivered copy of a call runs in the place
+    its first delivery took. Figures under the keys :func:`check_overlaps` uses, so the report reads both.
     """
     signalled = {s["task_id"] for s in lost_signals}
     over = told = signal_sent = 0
@@ -110,12 +111,13 @@ def check_places(runs: List[Execution], lost_signals: Iterable[dict], limit: int
     for same in _by_key(runs).values():
         places = sorted(((taken.get(r.task_id, r.start), r) for r in same), key=lambda p: p[0])
         for i, (at, new) in enumerate(places):
+            # One place per call: a redelivered copy of a call runs in that call's place.
             held = [old for t, old in places[:i]
-                    if max(t + max(window - CLOCK_SLACK, 0.0), old.until) > at and old is not new]
-            if len(held) < limit:
+                    if max(t + max(window - CLOCK_SLACK, 0.0), old.until) > at and old.task_id != new.task_id]
+            if len({old.task_id for old in held}) < limit:
                 continue
             over += 1
-            unaware = [old for old in held if not knew(old)]
+            unaware = {old.task_id for old in held} - {old.task_id for old in held if knew(old)}
             told += len(unaware) < limit
             signal_sent += any(old.task_id in signalled for old in held)
             if len(examples) < 5:

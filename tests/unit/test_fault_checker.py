@@ -55,3 +55,10 @@ def test_a_write_is_stale_only_once_limit_newer_fences_had_started() -> None:
     runs[0].writes.append({"exec": "a", "key": "k", "t": 5.0, "fence": 1, "accepted": True, "lost": False})
     assert check_writes(runs, 3)["stale_accepted"] == 1
     assert check_writes(runs, 4)["stale_accepted"] == 0
+
+
+def test_a_redelivered_copy_of_a_call_runs_in_that_calls_place() -> None:
+    killed = _run("a", 0.0, None, 1)
+    again = Execution("a2", "k", "a", 2, 0.5, 0.6, [])  # the same task id, delivered again
+    assert check_places([killed, again, _run("b", 0.7, 0.8, 3)], [], 2, 2.0, {})["overlaps"] == 0
+    assert check_places([killed, again, _run("b", 0.7, 0.8, 3)], [], 1, 2.0, {})["overlaps"] == 1
