@@ -134,3 +134,59 @@ if Singleton is not None:
     @app.task(name="bench.storm_singleton", base=Singleton, unique_on=["run", "key"])
     def storm_singleton(run, key, seq):
         _storm_body(key, run)
+
+
+# -- limits: what a place costs (empty bodies), and a per-key rate limit (short bodies) ---------------------
+RATE_TIMES, RATE_PER = 5, 2  # at most 5 starts of a key in any 2 s
+
+
+@app.task(name="bench.locked_limit1", base=LockedTask, lock_limit=1)
+def locked_limit1(run, i):
+    return None
+
+
+@app.task(name="bench.locked_limit3", base=LockedTask, lock_limit=3)
+def locked_limit3(run, i):
+    return None
+
+
+@app.task(name="bench.locked_window", base=LockedTask, lock_window=60)
+def locked_window(run, i):
+    return None
+
+
+_plain_locks = None
+
+
+@app.task(name="bench.redis_py_lock")
+def redis_py_lock(run, i):
+    """A plain task whose body takes and releases redis-py's ``Lock`` on its arguments (no renewal)."""
+    global _plain_locks
+    if _plain_locks is None or _plain_locks.connection_pool.pid != os.getpid():
+        _plain_locks = redis.Redis.from_url(LOCK_URL)
+    lock = _plain_locks.lock(f"bench:redis-py:{run}:{i}", timeout=30, thread_local=False)
+    if lock.acquire(blocking=False):
+        lock.release()
+
+
+def _rate_body(run, key):
+    events().rpush(f"starts:{run}", json.dumps({"key": key, "start": time.time()}))
+    time.sleep(0.01)
+
+
+@app.task(name="bench.rate_ours", base=LockedTask, lock_key=("run", "key"), lock_limit=RATE_TIMES,
+          lock_window=RATE_PER, on_locked="retry")
+def rate_ours(run, key, seq):
+    _rate_body(run, key)
+
+
+try:
+    from celery_heimdall import HeimdallTask
+except ImportError:  # pragma: no cover - the bench extra installs it
+    HeimdallTask = None
+
+if HeimdallTask is not None:
+    @app.task(name="bench.rate_heimdall", base=HeimdallTask, bind=True,
+              heimdall={"times": RATE_TIMES, "per": RATE_PER, "key": lambda args, kwargs: f"{args[0]}:{args[1]}"})
+    def rate_heimdall(self, run, key, seq):
+        _rate_body(run, key)

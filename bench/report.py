@@ -9,6 +9,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from .stats import Series, Summary
 from .worker_path import METRICS_ON, metrics_share
+from .limits_report import limits_section
 
 __all__ = ["write_report"]
 
@@ -428,6 +429,8 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 _table(["variant", "µs per key (median)", "min – max"], rows))
         small = series.summary(base).median * 1e6
         targets.append(("key derivation < 20 µs for a few scalars", f"{small:.2f} µs", _verdict(small < 20)))
+
+    doc.add(*limits_section(results, meta["command"], []))
 
     # -- targets, profile ------------------------------------------------------------------------
     doc.add("## How it compares, in this run",

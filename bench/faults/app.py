@@ -28,6 +28,8 @@ from .history import Recorder
 
 CONFIG = json.loads(os.environ.get("FAULTS_CONFIG", "{}") or "{}")
 TTL = 3
+LIMIT = int(CONFIG.get("limit", 1))  # lock_limit of every task
+WINDOW = float(CONFIG.get("window", 0.0))  # lock_window of every task
 
 app = Celery("faults", broker=CONFIG.get("broker", "redis://127.0.0.1:6379/0"), backend=CONFIG.get("results"))
 app.conf.update(
@@ -54,7 +56,7 @@ _store: Optional[FencedStore] = None
 def _downstream() -> FencedStore:
     global _store
     if _store is None or _store.client.connection_pool.pid != os.getpid():
-        _store = FencedStore(CONFIG.get("downstream", "redis://127.0.0.1:6379/3"))
+        _store = FencedStore(CONFIG.get("downstream", "redis://127.0.0.1:6379/3"), places=LIMIT)
     return _store
 
 
@@ -94,18 +96,21 @@ def body(task: Any, item: int) -> str:
     return "ran"
 
 
-@app.task(bind=True, base=LockedTask, name="faults.running", lock_ttl=TTL, lock_key=("item",))
+@app.task(bind=True, base=LockedTask, name="faults.running", lock_ttl=TTL, lock_key=("item",),
+          lock_limit=LIMIT, lock_window=WINDOW)
 def running(self: Any, item: int, seq: int) -> str:
     return body(self, item)
 
 
 @app.task(bind=True, base=LockedTask, name="faults.queued_or_running", lock_ttl=TTL, lock_key=("item",),
+          lock_limit=LIMIT, lock_window=WINDOW,
           lock_scope="queued_or_running")
 def queued_or_running(self: Any, item: int, seq: int) -> str:
     return body(self, item)
 
 
-@app.task(bind=True, base=LockedTask, name="faults.retry", lock_ttl=TTL, lock_key=("item",), on_locked="retry",
+@app.task(bind=True, base=LockedTask, name="faults.retry", lock_ttl=TTL, lock_key=("item",),
+          lock_limit=LIMIT, lock_window=WINDOW, on_locked="retry",
           lock_retry_delay=1)
 def retrying(self: Any, item: int, seq: int) -> str:
     return body(self, item)

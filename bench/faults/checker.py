@@ -13,7 +13,12 @@ from typing import Dict, Iterable, List, Mapping, Optional, Set
 
 from .history import History
 
-__all__ = ["Execution", "executions", "check_overlaps", "check_writes", "check_tokens", "account", "FATES"]
+__all__ = ["Execution", "executions", "check_overlaps", "check_places", "check_writes", "check_tokens", "account",
+           "FATES", "CLOCK_SLACK"]
+
+#: Seconds a window may look short by, judged from records: a place is taken a little before
+#: its start (or a little after its publish) record, on the store's clock.
+CLOCK_SLACK = 0.25
 
 #: The fate of a published message, in the order a message is judged.
 FATES = ("ran", "skipped", "failed", "queued", "lost")
@@ -84,19 +89,60 @@ def check_overlaps(runs: List[Execution], lost_signals: Iterable[dict]) -> dict:
             "overlap_examples": examples}
 
 
-def check_writes(runs: List[Execution]) -> dict:
+def check_places(runs: List[Execution], lost_signals: Iterable[dict], limit: int, window: float,
+                 taken: Mapping[str, float]) -> dict:
+    """Moments a key had more than ``limit`` places held, and whether an older holder was told.
+
+    A place runs from when it was taken (``taken[task_id]``, the publish time for
+    ``queued*`` scopes; the start otherwise) until ``window`` seconds later (less
+    :data:`CLOCK_SLACK`) or the body's end if later. An over-limit moment is a place taken
+    while ``limit`` others were held; it is told when fewer than ``limit`` of those others
+    never learnt they lost theirs (a ``lock.lost`` write, a refused fence or a ``lock_lost``
+    signal). Places are counted per call (task id): a redelivered copy of a call runs in the place
+    its first delivery took. Figures under the keys :func:`check_overlaps` uses, so the report reads both.
+    """
+    signalled = {s["task_id"] for s in lost_signals}
+    over = told = signal_sent = 0
+    examples: List[dict] = []
+
+    def knew(run: Execution) -> bool:
+        return run.fence is None or run.task_id in signalled or any(w["lost"] for w in run.writes)
+
+    for same in _by_key(runs).values():
+        places = sorted(((taken.get(r.task_id, r.start), r) for r in same), key=lambda p: p[0])
+        for i, (at, new) in enumerate(places):
+            # One place per call: a redelivered copy of a call runs in that call's place.
+            held = [old for t, old in places[:i]
+                    if max(t + max(window - CLOCK_SLACK, 0.0), old.until) > at and old.task_id != new.task_id]
+            if len({old.task_id for old in held}) < limit:
+                continue
+            over += 1
+            unaware = {old.task_id for old in held} - {old.task_id for old in held if knew(old)}
+            told += len(unaware) < limit
+            signal_sent += any(old.task_id in signalled for old in held)
+            if len(examples) < 5:
+                examples.append({"key": new.key, "old": [o.task_id for o in held], "new": new.task_id,
+                                 "by": round(min(o.until for o in held) - new.start, 3),
+                                 "old_fence": [o.fence for o in held], "new_fence": new.fence,
+                                 "unaware": len(unaware)})
+    return {"overlaps": over, "told": told, "no_later_write": 0, "lost_signal": signal_sent,
+            "overlap_examples": examples}
+
+
+def check_writes(runs: List[Execution], limit: int = 1) -> dict:
     """Stale writes accepted and writes wrongly refused, judged against who had started when.
 
-    A write is stale when an execution of its key with a larger fence had started before it;
-    accepting one is a failure of fencing. A refusal is wrong when no such execution existed.
+    A write is stale when ``limit`` executions of its key with larger fences had started
+    before it (one, for a singleton lock); accepting one is a failure of fencing. A refusal
+    is wrong when fewer had.
     """
     stale_accepted = stale_refused = wrongly_refused = accepted = 0
     examples: List[dict] = []
     for same in _by_key(runs).values():
         for run in same:
             for write in run.writes:
-                newer = any(o.fence is not None and o.fence > write["fence"] and o.start < write["t"]
-                            for o in same)
+                newer = sum(1 for o in same if o.fence is not None and o.fence > write["fence"]
+                            and o.start < write["t"]) >= limit
                 accepted += write["accepted"]
                 if newer and write["accepted"]:
                     stale_accepted += 1

@@ -94,6 +94,15 @@ def _completed(history: Any) -> List[str]:
     return [s["task_id"] for s in history.starts if s["exec"] in ended]
 
 
+def _exclusion(fault: Fault, history: Any, runs: List[checker.Execution]) -> dict:
+    """Pairs of overlapping bodies for a singleton lock; places over the limit otherwise."""
+    if fault.limit == 1 and not fault.window:
+        return checker.check_overlaps(runs, history.lost)
+    # A window counts from publish for queued_or_running, from the run's start otherwise.
+    taken = {p["task_id"]: p["t"] for p in history.published if p["task"] == "faults.queued_or_running"}
+    return checker.check_places(runs, history.lost, fault.limit, fault.window, taken if fault.window else {})
+
+
 def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
     began = time.monotonic()
     topology = Topology(fault, size).start_servers()
@@ -128,7 +137,8 @@ def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
         result = {
             "fault": fault.name, "seed": seed, "messages": count, "nemesis_actions": outcome.get("actions", 0),
             "executions": len(runs), "completed": sum(1 for r in runs if r.end is not None),
-            **checker.check_overlaps(runs, history.lost), **checker.check_writes(runs), **checker.check_tokens(runs),
+            **_exclusion(fault, history, runs), **checker.check_writes(runs, fault.limit),
+            **checker.check_tokens(runs),
             **checker.account(history, runs, states, queued, queue_left), **locks,
             "tracebacks": tracebacks(topology.logs), "lost_signals": len(history.lost),
         }

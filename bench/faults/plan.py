@@ -27,6 +27,8 @@ class Fault:
     visibility_timeout: float = 15.0  # Redis broker only
     quorum: int = 1  # lock-store masters (a list of URLs when more than one)
     load: float = 1.0  # share of the size's messages (long bodies run fewer)
+    limit: int = 1  # the workload's `lock_limit`
+    window: float = 0.0  # the workload's `lock_window`, seconds
     note: str = ""
 
     @property
@@ -89,4 +91,27 @@ FAULTS = [
           quorum=3, note="a body that asks for its fence while fewer than a majority answer in time gets "
                          "`LockBackendError` from `self.lock.fencing_token` (no fence, no fenced write): the "
                          "workload lets such a task fail, and counts it as failed, not lost"),
+]
+
+_LIMITED = "`lock_limit=3`: at most 3 bodies of a key at once, a 4th only where an older holder was told it lost its place"
+_WINDOWED = ("`lock_limit=2, lock_window=1.5`: at most 2 places of a key taken in any 1.5 s (from the start for "
+             "`running`, from publish for `queued_or_running`), a 3rd only where an older holder was told it lost "
+             "its place")
+
+FAULTS += [
+    Fault("limit3-kill-child", "`lock_limit=3`: SIGKILL a pool child every 2-5 s", "kill_child",
+          _LIMITED + "; a killed child's place is released at once by its worker", limit=3),
+    Fault("limit3-pause-worker", "`lock_limit=3`: SIGSTOP a worker 4.5-6 s, then SIGCONT", "pause_worker",
+          _LIMITED + "; a paused holder's place expires and it learns so on resume", limit=3),
+    Fault("limit3-restart-store", "`lock_limit=3`: lock store restarted empty every 8-14 s", "restart_store",
+          _LIMITED + "; live holders take their places back, fences keep increasing", limit=3),
+    Fault("window-kill-child", "window: SIGKILL a pool child every 2-5 s", "kill_child",
+          _WINDOWED + "; a killed child's run ends, its window still counts", limit=2, window=1.5),
+    Fault("window-pause-worker", "window: SIGSTOP a worker 4.5-6 s, then SIGCONT", "pause_worker",
+          _WINDOWED + "; a paused holder's place expires and it learns so on resume", limit=2, window=1.5),
+    Fault("window-restart-store", "window: lock store restarted empty every 8-14 s", "restart_store",
+          _WINDOWED + "; live holders take their places back, fences keep increasing", limit=2, window=1.5,
+          note="a restart without data forgets the windows of runs that already ended (docs/guarantees.md: "
+               "\"a window whose place was lost is not kept\"): starts over the window's count after a "
+               "restart whose older holders had ended are not told, by design"),
 ]

@@ -29,6 +29,8 @@ def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--out", default=os.path.join(_ROOT, "docs"), help="where faults.md goes")
     parser.add_argument("--json", default=None, help="also write every run's figures to this file")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep-rows", action="store_true",
+                        help="keep the rows of the faults not run from the existing faults.md (the page says so)")
     parser.add_argument("--report-only", metavar="JSON", default=None,
                         help="write faults.md again from the figures an earlier run saved with --json")
     return parser.parse_args(argv)
@@ -61,12 +63,21 @@ def _versions() -> Dict[str, str]:
             "redis_version": ".".join(map(str, redis_server_version()))}
 
 
+def _write(results: Dict[str, dict], args: argparse.Namespace, meta: Dict[str, Any]) -> str:
+    """faults.md, keeping the other faults' rows from the existing page with ``--keep-rows``."""
+    existing = os.path.join(args.out, "faults.md")
+    previous = open(existing).read() if args.keep_rows and os.path.exists(existing) else ""
+    if previous and not meta["command"].endswith(" --keep-rows"):
+        meta = {**meta, "command": meta["command"] + " --keep-rows"}
+    return write_report(results, args.out, meta, previous)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse(argv)
     if args.report_only:
         with open(args.report_only) as handle:
             saved = json.load(handle)
-        _log(f"wrote {os.path.relpath(write_report(saved['results'], args.out, saved['meta']))}")
+        _log(f"wrote {os.path.relpath(_write(saved['results'], args, saved['meta']))}")
         return 0
     size = "smoke" if args.smoke else "quick" if args.quick else "full"
     names = [n for n in args.only.split(",") if n]
@@ -85,7 +96,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     elapsed = time.monotonic() - began
     meta: Dict[str, Any] = {"command": command, "mode": size, "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "cpus": os.cpu_count(), "elapsed": elapsed, **_versions()}
-    path = write_report(results, args.out, meta)
+    path = _write(results, args, meta)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"meta": meta, "results": results}, handle, indent=1, default=str)

@@ -1,0 +1,64 @@
+"""The fault campaign's judge of limited and windowed rows (``bench/faults/checker.py``).
+
+Given executions of one key as the campaign records them, more than ``lock_limit`` places
+held at once counts as an over-limit moment, told only when enough older holders learnt
+they lost their place; a window keeps a place after its body ended; a write is stale
+only once ``lock_limit`` newer fences had started.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from bench.faults.checker import Execution, check_places, check_writes
+
+
+def _run(name: str, start: float, end: Optional[float], fence: int, lost_at: Optional[float] = None) -> Execution:
+    writes = [{"exec": name, "key": "k", "t": start + 0.01, "fence": fence, "accepted": True, "lost": False}]
+    if lost_at is not None:
+        writes.append({"exec": name, "key": "k", "t": lost_at, "fence": fence, "accepted": False, "lost": True})
+    return Execution(name, "k", name, fence, start, end, writes)
+
+
+def _three_running() -> List[Execution]:
+    return [_run("a", 0.0, 10.0, 1), _run("b", 1.0, 10.0, 2), _run("c", 2.0, 10.0, 3)]
+
+
+def test_three_bodies_at_once_are_within_a_limit_of_three() -> None:
+    assert check_places(_three_running(), [], 3, 0.0, {})["overlaps"] == 0
+
+
+def test_a_fourth_body_is_over_the_limit_and_untold_unless_an_older_holder_learnt_it_lost() -> None:
+    runs = _three_running() + [_run("d", 3.0, 4.0, 4)]
+    untold = check_places(runs, [], 3, 0.0, {})
+    assert (untold["overlaps"], untold["told"]) == (1, 0)
+    runs[0] = _run("a", 0.0, 10.0, 1, lost_at=3.5)
+    told = check_places(runs, [], 3, 0.0, {})
+    assert (told["overlaps"], told["told"]) == (1, 1)
+
+
+def test_a_window_keeps_an_ended_holders_place_until_it_ends() -> None:
+    runs = [_run("a", 0.0, 0.1, 1), _run("b", 0.5, 0.6, 2)]
+    assert check_places(runs, [], 1, 2.0, {})["overlaps"] == 1
+    assert check_places(runs, [], 1, 0.4, {})["overlaps"] == 0
+    assert check_places(runs, [], 2, 2.0, {})["overlaps"] == 0
+
+
+def test_a_window_counts_from_the_time_given_as_taken() -> None:
+    runs = [_run("a", 1.9, 2.0, 1), _run("b", 2.2, 2.3, 2)]  # started 0.3 s apart, taken 2.1 s apart
+    assert check_places(runs, [], 1, 2.0, {"a": 0.0, "b": 2.1})["overlaps"] == 0
+    assert check_places(runs, [], 1, 2.0, {})["overlaps"] == 1
+
+
+def test_a_write_is_stale_only_once_limit_newer_fences_had_started() -> None:
+    runs = _three_running() + [_run("d", 3.0, 4.0, 4)]
+    runs[0].writes.append({"exec": "a", "key": "k", "t": 5.0, "fence": 1, "accepted": True, "lost": False})
+    assert check_writes(runs, 3)["stale_accepted"] == 1
+    assert check_writes(runs, 4)["stale_accepted"] == 0
+
+
+def test_a_redelivered_copy_of_a_call_runs_in_that_calls_place() -> None:
+    killed = _run("a", 0.0, None, 1)
+    again = Execution("a2", "k", "a", 2, 0.5, 0.6, [])  # the same task id, delivered again
+    assert check_places([killed, again, _run("b", 0.7, 0.8, 3)], [], 2, 2.0, {})["overlaps"] == 0
+    assert check_places([killed, again, _run("b", 0.7, 0.8, 3)], [], 1, 2.0, {})["overlaps"] == 1
