@@ -4,12 +4,10 @@ what ``apply_async`` publishes, and what a message of an older or a claimed call
 from __future__ import annotations
 
 import datetime as dt
-from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Iterator, List
 
 import pytest
 from celery import Celery
-from celery.signals import before_task_publish
 
 from celery_singleton_lock import ConfigurationError, LockedTask, headers, newest
 from celery_singleton_lock.attempt import Attempt
@@ -18,6 +16,7 @@ from celery_singleton_lock.options import resolve_options
 from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import MemoryBackend
 from celery_singleton_lock.supersede import debounce_wait
+from tests.support.published import published
 
 
 @pytest.fixture
@@ -27,20 +26,6 @@ def app() -> Iterator[Celery]:
     yield app
     runtime_for(app).close()
 
-
-@contextmanager
-def published() -> Iterator[List[Dict[str, Any]]]:
-    """The headers of every message published in the block."""
-    sent: List[Dict[str, Any]] = []
-
-    def record(headers: Optional[Dict[str, Any]] = None, **_: Any) -> None:
-        sent.append(dict(headers or {}))
-
-    before_task_publish.connect(record, weak=False)
-    try:
-        yield sent
-    finally:
-        before_task_publish.disconnect(record)
 
 
 def _debounced(app: Celery, **options: Any) -> Any:

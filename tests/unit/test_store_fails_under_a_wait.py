@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List
 
 import pytest
 import redis
 from celery import Celery
 from celery.exceptions import Retry
-from celery.signals import before_task_publish
 
 from celery_singleton_lock import ConfigurationError, LockBackendError, LockedTask, headers
 from celery_singleton_lock.run import run_guarded
 from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import Grant, Holder, MemoryBackend
+from tests.support.published import published
 
 TASK = "waits.job"
 M, OTHER, TOKEN = "message-m", "call-x", "token-of-this-delivery"
@@ -101,19 +101,6 @@ def _app(wait: str, on_lock_error: str, store: MemoryBackend, ran: List[int]) ->
     return app
 
 
-@contextmanager
-def _published() -> Iterator[List[Dict[str, Any]]]:
-    sent: List[Dict[str, Any]] = []
-
-    def record(headers: Optional[Dict[str, Any]] = None, **_: Any) -> None:
-        sent.append(dict(headers or {}))
-
-    before_task_publish.connect(record, weak=False)
-    try:
-        yield sent
-    finally:
-        before_task_publish.disconnect(record)
-
 
 @contextmanager
 def _execution(wait: str, on_lock_error: str, error: BaseException) -> Iterator[Any]:
@@ -135,7 +122,7 @@ def _holder(wait: str) -> str:
 
 @pytest.mark.parametrize("wait", list(WAITS))
 def test_with_retry_the_waiting_message_goes_back_to_the_queue(wait, caplog):
-    with _execution(wait, "retry", DROPPED) as (execute, ran), _published() as sent, \
+    with _execution(wait, "retry", DROPPED) as (execute, ran), published() as sent, \
             caplog.at_level(logging.ERROR, logger="celery_singleton_lock"):
         with pytest.raises(Retry) as raised:
             execute()
@@ -167,7 +154,7 @@ def test_with_run_the_body_runs(wait):
 @pytest.mark.parametrize("on_lock_error", ["retry", "raise", "run"])
 @pytest.mark.parametrize("wait", list(WAITS))
 def test_a_store_set_up_wrong_under_a_wait_is_a_configuration_error(wait, on_lock_error):
-    with _execution(wait, on_lock_error, REFUSED) as (execute, ran), _published() as sent:
+    with _execution(wait, on_lock_error, REFUSED) as (execute, ran), published() as sent:
         with pytest.raises(ConfigurationError, match="lacks a permission"):
             execute()
     assert ran == [] and sent == []
