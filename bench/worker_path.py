@@ -7,8 +7,9 @@ worker-side price of each lock alone: for ``LockedTask`` its acquire and release
 celery-once and celery-singleton the one delete they make in the worker (they take their
 lock in ``apply_async``, in the publisher). A ``LockedTask`` on the in-memory backend
 separates the Celery layer's own work from the store's round trips; the same with the
-metrics extra on (its own registry; the counting connected for its rounds only) prices the
-metrics, free of the round trips' noise, against the lock's own worker time.
+metrics extra on (its own registry; the counting connected for its blocks only), timed in
+short blocks paired with the in-memory one, prices the metrics, free of the round trips' noise,
+against the lock's own worker time.
 """
 
 from __future__ import annotations
@@ -65,12 +66,35 @@ def _nothing() -> None:
     pass
 
 
-def metrics_share(wall: Series) -> Tuple[float, float, float]:
-    """(µs the metrics add to the in-memory ``LockedTask``, µs the lock adds over a plain task, the
-    first as % of the second): medians of the differences within each round."""
+def _paired(without: Callable[..., object], with_: Callable[..., object], hooks: Tuple[Callable[[], None],
+            Callable[[], None]], count: int, pairs: int) -> List[float]:
+    """µs per task ``with_`` adds to ``without``, once per pair of short blocks run back to back
+    (in alternating order): a few µs inside a path of 150 drown in the drift between whole rounds."""
+    differences = []
+    for n in range(pairs):
+        timed = {}
+        for label in ((False, True) if n % 2 else (True, False)):
+            calls = _requests(f"pair-{n}-{uuid.uuid4().hex[:6]}", count)
+            tracer = with_ if label else without
+            if label:
+                hooks[0]()
+            started = time.perf_counter()
+            for task_id, args, kwargs, request in calls:
+                tracer(task_id, args, kwargs, request)
+            timed[label] = (time.perf_counter() - started) / count * 1e6
+            if label:
+                hooks[1]()
+        differences.append(timed[True] - timed[False])
+    return differences
+
+
+def metrics_share(wall: Series, pairs: List[float]) -> Tuple[float, float, float]:
+    """(µs the metrics add to the in-memory ``LockedTask``: the median of the paired blocks' differences,
+    µs the lock adds over a plain task: the median of the differences within each round, the first as
+    % of the second)."""
     from .stats import Summary
 
-    extra = Summary.of([m - lk for m, lk in zip(wall.rounds[METRICS_ON], wall.rounds[IN_MEMORY])]).median
+    extra = Summary.of(pairs).median
     lock = Summary.of([lk - b for lk, b in zip(wall.rounds[LOCKED], wall.rounds[BASELINE])]).median
     return extra, lock, 100.0 * extra / lock if lock > 0 else float("nan")
 
@@ -120,13 +144,14 @@ def run_worker_path(count: int, rounds: int, log: Callable[[str], None] = print)
         _measure(tracers, max(count // 20, 1), 1, hooks)  # every path warmed up
         disconnect_counting()  # the metrics app's first use connected them: on for its rounds only
         wall, cpu = _measure(tracers, count, rounds, hooks)
+        pairs = _paired(tracers[IN_MEMORY], tracers[METRICS_ON], hooks[METRICS_ON], max(count // 10, 1), rounds * 6)
     finally:
         task_postrun.connect(bench_app._done, weak=False, dispatch_uid="bench.postrun")
         for task in (in_memory, with_metrics):
             runtime = peek_runtime(task.app)  # type: ignore[attr-defined]
             if runtime is not None:
                 runtime.close()
-    extra, lock, share = metrics_share(wall)
+    extra, lock, share = metrics_share(wall, pairs)
     log(f"worker path: {len(tracers)} variants x {rounds} rounds x {count} tasks done; metrics on add "
         f"{extra:.1f} µs per task, {share:.1f}% of the lock's own {lock:.1f} µs over a plain task")
-    return {"wall": wall, "cpu": cpu}
+    return {"wall": wall, "cpu": cpu, "metrics_pairs": pairs}

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from typing import Any, Dict, Optional, Tuple
+from bisect import bisect_left
+from typing import Any, Callable, Dict, Optional, Tuple, cast
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -42,6 +43,30 @@ _HELD_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 _ACQUIRE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
+def _adder(child: Any) -> Callable[[float], None]:
+    """A counter's or gauge's add: its value's own ``inc``, skipping the checks its public method
+    repeats on every call (the child is made observable once, here); the public method wherever
+    prometheus_client lays a child out otherwise."""
+    inc = getattr(getattr(child, "_value", None), "inc", None)
+    return inc if callable(inc) else child.inc
+
+
+def _observer(child: Any) -> Callable[[float], None]:
+    """A histogram's observe as two adds (its sum, and the one bucket the amount falls in), for
+    the reason of :func:`_adder`."""
+    total, buckets, bounds = (getattr(child, name, None) for name in ("_sum", "_buckets", "_upper_bounds"))
+    if not (callable(getattr(total, "inc", None)) and isinstance(buckets, list) and isinstance(bounds, list)
+            and len(buckets) == len(bounds) and bounds and bounds[-1] == float("inf")):
+        return cast(Callable[[float], None], child.observe)
+    add_total, adds, upper = total.inc, tuple(bucket.inc for bucket in buckets), tuple(bounds)
+
+    def observe(amount: float) -> None:
+        add_total(amount)
+        adds[bisect_left(upper, amount)](1)
+
+    return observe
+
+
 class _TaskSeries:
     """One task's labelled series, looked up once: ``labels()`` costs more than the increment."""
 
@@ -49,16 +74,16 @@ class _TaskSeries:
                  "by_wait", "by_kind")
 
     def __init__(self, metrics: "LockMetrics", task: str) -> None:
-        self.acquired = metrics.acquired.labels(task)
-        self.acquire = metrics.acquire.labels(task)
-        self.held = metrics.held.labels(task)
-        self.places = metrics.places.labels(task)
-        self.held_seconds = metrics.held_seconds.labels(task)
-        self.lost = metrics.lost.labels(task)
-        self.by_exit: Dict[str, Any] = {}
-        self.by_outcome: Dict[Tuple[str, str], Any] = {}
-        self.by_wait: Dict[bool, Any] = {}
-        self.by_kind: Dict[str, Any] = {}
+        self.acquired = _adder(metrics.acquired.labels(task))
+        self.acquire = _observer(metrics.acquire.labels(task))
+        self.held = _adder(metrics.held.labels(task))
+        self.places = _adder(metrics.places.labels(task))
+        self.held_seconds = _observer(metrics.held_seconds.labels(task))
+        self.lost = _adder(metrics.lost.labels(task))
+        self.by_exit: Dict[str, Callable[[float], None]] = {}
+        self.by_outcome: Dict[Tuple[str, str], Callable[[float], None]] = {}
+        self.by_wait: Dict[bool, Callable[[float], None]] = {}
+        self.by_kind: Dict[str, Callable[[float], None]] = {}
 
 
 class LockMetrics:
@@ -102,56 +127,57 @@ class LockMetrics:
         return series
 
     def on_acquired(self, task: str, key: str, task_id: Optional[str], acquire_seconds: Optional[float]) -> None:
-        series = self._series(task)
-        series.acquired.inc()
+        series = self._tasks.get(task) or self._series(task)
+        series.acquired(1)
         if acquire_seconds is not None:
-            series.acquire.observe(acquire_seconds)
+            series.acquire(acquire_seconds)
         placed = is_places(key)
         self._holding[(key, task_id)] = (series, time.monotonic(), placed)
-        series.held.inc()
+        series.held(1)
         if placed:
-            series.places.inc()
+            series.places(1)
 
     def on_released(self, task: str, key: str, task_id: Optional[str], exit: str, released: bool = True) -> None:
         """A holder let go; a lock that was no longer its own is no release (``on_lost`` counts it)."""
-        series = self._series(task)
+        series = self._tasks.get(task) or self._series(task)
         if released:
-            counter = series.by_exit.get(exit)
-            if counter is None:
-                counter = series.by_exit.setdefault(exit, self.released.labels(task, exit))
-            counter.inc()
+            add = series.by_exit.get(exit)
+            if add is None:
+                add = series.by_exit.setdefault(exit, _adder(self.released.labels(task, exit)))
+            add(1)
         held = self._holding.pop((key, task_id), None)
         if held is not None:
-            held[0].held.dec()
-            held[0].held_seconds.observe(time.monotonic() - held[1])
+            holder = held[0]
+            holder.held(-1)
+            holder.held_seconds(time.monotonic() - held[1])
             if held[2]:
-                held[0].places.dec()
+                holder.places(-1)
 
     def on_conflict(self, task: str, action: str, at: str) -> None:
         series = self._series(task)
-        counter = series.by_outcome.get((action, at))
-        if counter is None:
-            counter = series.by_outcome.setdefault(
-                (action, at), self.duplicates.labels(task, OUTCOMES.get(action, action), at))
-        counter.inc()
+        add = series.by_outcome.get((action, at))
+        if add is None:
+            add = series.by_outcome.setdefault(
+                (action, at), _adder(self.duplicates.labels(task, OUTCOMES.get(action, action), at)))
+        add(1)
 
     def on_lost(self, task: str) -> None:
-        self._series(task).lost.inc()
+        self._series(task).lost(1)
 
     def on_waited(self, task: str, waited: float, acquired: bool) -> None:
         series = self._series(task)
-        histogram = series.by_wait.get(acquired)
-        if histogram is None:
-            histogram = series.by_wait.setdefault(
-                acquired, self.wait.labels(task, "acquired" if acquired else "timed_out"))
-        histogram.observe(waited)
+        observe = series.by_wait.get(acquired)
+        if observe is None:
+            observe = series.by_wait.setdefault(
+                acquired, _observer(self.wait.labels(task, "acquired" if acquired else "timed_out")))
+        observe(waited)
 
     def on_store_error(self, task: str, kind: str) -> None:
         series = self._series(task)
-        counter = series.by_kind.get(kind)
-        if counter is None:
-            counter = series.by_kind.setdefault(kind, self.store_errors.labels(task, kind))
-        counter.inc()
+        add = series.by_kind.get(kind)
+        if add is None:
+            add = series.by_kind.setdefault(kind, _adder(self.store_errors.labels(task, kind)))
+        add(1)
 
 
 def _forget_holds(ref: "weakref.ReferenceType[LockMetrics]") -> None:

@@ -9,12 +9,13 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..exceptions import ConfigurationError
 
-__all__ = ["metrics_for", "metrics_address", "check_settings", "PORT_SETTING", "REGISTRY_SETTING"]
+__all__ = ["metrics_for", "METRICS_ATTR", "metrics_address", "check_settings", "PORT_SETTING", "REGISTRY_SETTING"]
 
 PORT_SETTING = "singleton_lock_metrics_port"
 REGISTRY_SETTING = "singleton_lock_metrics_registry"
 
-_ATTR = "_singleton_lock_metrics"
+#: Where an app keeps its metrics once made (``None``: off).
+METRICS_ATTR = "_singleton_lock_metrics"
 _CREATE = threading.Lock()
 #: Metric objects are per process and per registry: two apps naming the same registry count into
 #: the same series (a registry dropped takes its metrics with it).
@@ -61,7 +62,7 @@ def check_settings(conf: Any) -> Tuple[Optional[Tuple[str, int]], Any]:
 
 def metrics_for(app: Any) -> Any:
     """The app's :class:`~.instruments.LockMetrics` in this process; ``None`` when metrics are off."""
-    metrics = app.__dict__.get(_ATTR, False)
+    metrics = app.__dict__.get(METRICS_ATTR, False)
     if metrics is not False:
         return metrics
     with _CREATE:
@@ -75,5 +76,5 @@ def metrics_for(app: Any) -> Any:
             metrics = shared.get(registry)
             if metrics is None:
                 metrics = shared[registry] = LockMetrics(registry)
-        setattr(app, _ATTR, metrics)
+        setattr(app, METRICS_ATTR, metrics)
     return metrics

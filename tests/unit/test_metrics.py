@@ -139,3 +139,36 @@ def test_places_in_use_count_the_runs_holding_places_of_keys_with_a_limit(app: C
     assert seen == {0: 1, 1: 2, 2: 3, "single": 0}
     assert _value(registry, "singleton_lock_places_in_use", task="t.limited") == 0
     assert _value(registry, "singleton_lock_held", task="t.single") == 0
+
+
+def test_the_fast_updates_count_exactly_what_prometheus_clients_own_methods_count() -> None:
+    # Given one histogram, counter and gauge updated through the library's fast adds and a twin
+    # of each updated through prometheus_client's public methods
+    from prometheus_client import Counter, Gauge, Histogram
+
+    from celery_singleton_lock.metrics.instruments import _adder, _observer
+
+    fast, public = CollectorRegistry(), CollectorRegistry()
+    made = {}
+    for registry in (fast, public):
+        made[registry] = (Histogram("h", "h", ["t"], buckets=(0.001, 0.5, 1, 10), registry=registry).labels("x"),
+                          Counter("c", "c", ["t"], registry=registry).labels("x"),
+                          Gauge("g", "g", ["t"], registry=registry).labels("x"))
+    observe, add, move = _observer(made[fast][0]), _adder(made[fast][1]), _adder(made[fast][2])
+    # When the same amounts are observed: on a bound, between bounds, past the last, zero
+    for amount in (0.0, 0.001, 0.0011, 0.5, 0.75, 1.0, 9.99, 10.0, 10.01, 1e6):
+        observe(amount)
+        made[public][0].observe(amount)
+        add(1)
+        made[public][1].inc()
+        move(1)
+        made[public][2].inc()
+    move(-1)
+    made[public][2].dec()
+
+    # then every sample is the same
+    def samples(registry: CollectorRegistry) -> dict:
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in registry.collect()
+                for s in family.samples if not s.name.endswith("_created")}
+
+    assert samples(fast) == samples(public)
