@@ -54,6 +54,7 @@ def _adder(child: Any) -> Callable[[float], None]:
 def _observer(child: Any) -> Callable[[float], None]:
     """A histogram's observe as two adds (its sum, and the one bucket the amount falls in), for
     the reason of :func:`_adder`."""
+    total: Any
     total, buckets, bounds = (getattr(child, name, None) for name in ("_sum", "_buckets", "_upper_bounds"))
     if not (callable(getattr(total, "inc", None)) and isinstance(buckets, list) and isinstance(bounds, list)
             and len(buckets) == len(bounds) and bounds and bounds[-1] == float("inf")):
