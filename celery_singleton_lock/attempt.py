@@ -215,5 +215,5 @@ def _places(holder: Optional[Conflict]) -> str:
     taken = places_taken(holder)
     if holder is None or taken is None:
         return ""
-    window = f", a window frees one in {holder.window_ms / 1000:.1f}s" if holder.window_ms is not None else ""
+    window = f", the soonest window ends in {holder.window_ms / 1000:.1f}s" if holder.window_ms is not None else ""
     return f" ({taken}{window}; the soonest frees in {holder.pttl_ms / 1000:.1f}s)"

@@ -53,10 +53,11 @@ def refuse_unsupported(task_name: str, options: "LockOptions", settings: "AppSet
 
 
 def window_countdown(conflict: Optional[Conflict]) -> Optional[float]:
-    """When a re-queued duplicate should try again if the place it waits for is held by a window
-    alone: just after the window's end (a known time: nobody can extend it), jittered over a
-    tenth of the window so the re-queued calls do not all come back at once. ``None`` when every
-    place is held by a live run (then ``lock_retry_delay`` applies, as for a singleton lock)."""
+    """When a re-queued duplicate should try again while every place is inside its window: just
+    after the soonest window's end (a known time: nobody can extend it, and no place frees before
+    it), jittered over a tenth of the window so the re-queued calls do not all come back at once.
+    ``None`` when a run past its window holds a place (it may end at any moment: then
+    ``lock_retry_delay`` applies, as for a singleton lock)."""
     if conflict is None or conflict.window_ms is None:
         return None
     window = conflict.window_ms / 1000.0

@@ -68,7 +68,8 @@ class Conflict:
     token the caller handed in (a ``self.retry()`` that has not handed the lock over yet).
     For a key with a limit or a window (:mod:`.places`) it describes the place that frees
     soonest: ``held`` places of ``limit`` are taken, and ``window_ms`` is how long until the
-    soonest released place's window ends (``None`` when every place is held by a live run).
+    soonest window of the taken places ends, released or held: no place frees before it
+    (``None`` when one is a run past its window's end, which may free at any moment).
     A place names its holder's token (``holder_token``): one execution of a task id may meet
     another's place while places are free (a redelivery, a ``self.retry()``), and which one
     it met decides what it does.

@@ -82,8 +82,10 @@ class MemoryPlaces:
             del self._rooms[key]
             return _Survey(None, {}, None)
         others = {name: place for name, place in room.places.items() if name != token}
-        windows = [place.keep_until for place in others.values() if place.state == "released"]
-        return _Survey(room.places.get(token), others, min(windows) if windows else None)
+        windows = [place.keep_until for place in others.values() if place.keep_until > now]
+        # A run past its window's end may let go at any moment: no window end is then the soonest.
+        unbounded = any(place.keep_until <= now for place in others.values())
+        return _Survey(room.places.get(token), others, min(windows) if windows and not unbounded else None)
 
     def _refused(self, token: str, place: _Place, held: int, window: Optional[float], limit: int,
                  same: bool) -> Conflict:

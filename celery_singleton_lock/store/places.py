@@ -51,8 +51,9 @@ release and renew scripts).
 
 A refused acquire answers a :class:`~.backend.Conflict` for the place that frees soonest
 (``pttl_ms``: until its lease or window ends), with ``held`` places of ``limit`` taken and
-``window_ms``, the exact time until the soonest *released* place's window ends (known:
-nobody can extend it), for a retry to aim at.
+``window_ms``, the time until the soonest window of the taken places ends (known: nobody can
+extend a window, and no place frees before its window ends), for a retry to aim at; ``None``
+when one of them is a run past its window, which may end at any moment.
 """
 
 from __future__ import annotations

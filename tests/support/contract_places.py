@@ -115,6 +115,27 @@ def a_window_keeps_a_released_place_until_it_ends(bench: Bench) -> None:
 
 
 @check
+def a_refusal_names_the_soonest_window_end_unless_a_run_past_its_window_may_free_sooner(bench: Bench) -> None:
+    window = 4 * bench.short_ms
+    limit = Limit(2, window)
+    keys = _keys(bench, limit)
+    # Given two runs inside their windows
+    _take(bench, keys.lock, _token("a"), limit)
+    _take(bench, keys.lock, _token("b"), limit)
+    # then a refusal says when the first window ends: no place frees before it (a retry's aim)
+    conflict = _refused(bench, keys.lock, _token("c"), limit)
+    assert conflict.state == "running" and conflict.window_ms is not None and 0 < conflict.window_ms <= window
+    # When one run outlasts its window and the other is released inside its own
+    bench.elapse(window + 50)
+    assert bench.backend.renew([(keys.lock, _token("a"), LONG_MS)]) == [True]
+    assert bench.backend.release(keys.lock, _token("b")) is True
+    _take(bench, keys.lock, _token("d"), limit)
+    assert bench.backend.release(keys.lock, _token("d")) is True
+    # then no window end is the soonest a place frees: the run past its window may end any moment
+    assert _refused(bench, keys.lock, _token("c"), limit).window_ms is None
+
+
+@check
 def a_run_longer_than_its_window_keeps_its_place_until_it_ends(bench: Bench) -> None:
     limit = Limit(1, bench.short_ms)
     keys = _keys(bench, limit)

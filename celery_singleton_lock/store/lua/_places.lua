@@ -43,17 +43,22 @@ end
 
 -- survey(key, now, token[, task]): drop the places that ended, and describe the others.
 -- Returns: the value under token (nil when none), how many other places are live, the value,
--- end and token of the one that frees soonest, the soonest end of a released place (nil:
--- none), the latest end of any live place (0: none), and the token and value of another
--- place held (not released) under the task id task (nil: none; task nil or '': not looked for).
+-- end and token of the one that frees soonest, the soonest window end among the others (nil:
+-- none, or one of them is a run past its window's end, which may free at any moment), the
+-- latest end of any live place (0: none), and the token and value of another place held (not
+-- released) under the task id task (nil: none; task nil or '': not looked for).
 local function survey(key, now, token, task)
   local all = redis.call('hgetall', key)
   local mine, count, soon_v, soon_e, soon_f, window, last = nil, 0, nil, nil, nil, nil, 0
-  local twin_f, twin_v = nil, nil
+  local twin_f, twin_v, unbounded = nil, nil, false
   for i = 1, #all, 2 do
     local field, v = all[i], all[i + 1]
     if string.byte(field, 1) ~= 126 then -- '~': the key's own fields (~n, ~w)
-      local e = place_end(v)
+      local state, _, lease, keep = place_parts(v)
+      local e = keep
+      if state ~= 'released' then
+        e = math.max(lease, keep)
+      end
       if e <= now then
         redis.call('hdel', key, field)
       else
@@ -67,16 +72,20 @@ local function survey(key, now, token, task)
           if not soon_e or e < soon_e then
             soon_v, soon_e, soon_f = v, e, field
           end
-          if string.sub(v, 1, 9) == 'released ' then
-            if not window or e < window then
-              window = e
-            end
-          elseif task and task ~= '' and task_of(v) == task then
+          if keep <= now then
+            unbounded = true
+          elseif not window or keep < window then
+            window = keep
+          end
+          if state ~= 'released' and task and task ~= '' and task_of(v) == task then
             twin_f, twin_v = field, v
           end
         end
       end
     end
+  end
+  if unbounded then
+    window = nil
   end
   return mine, count, soon_v, soon_e, soon_f, window, last, twin_f, twin_v
 end
