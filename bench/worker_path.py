@@ -14,6 +14,9 @@ against the lock's own worker time.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
 import uuid
 from typing import Callable, Dict, List, Tuple
@@ -129,6 +132,7 @@ def run_worker_path(count: int, rounds: int, log: Callable[[str], None] = print)
 
     in_memory = _memory_task(type(bench_app.app))
     with_metrics = _memory_task(type(bench_app.app), "metrics", singleton_lock_metrics_registry=CollectorRegistry())
+    served, files = _served_task(type(bench_app.app))
     tasks = {BASELINE: bench_app.plain, LOCKED: bench_app.locked_running, IN_MEMORY: in_memory,
              METRICS_ON: with_metrics}
     hooks: Hooks = {METRICS_ON: (connect_counting, disconnect_counting)}
@@ -145,13 +149,41 @@ def run_worker_path(count: int, rounds: int, log: Callable[[str], None] = print)
         disconnect_counting()  # the metrics app's first use connected them: on for its rounds only
         wall, cpu = _measure(tracers, count, rounds, hooks)
         pairs = _paired(tracers[IN_MEMORY], tracers[METRICS_ON], hooks[METRICS_ON], max(count // 10, 1), rounds * 6)
+        served_tracer = build_tracer(served.name, served, eager=False, propagate=False, app=served.app)
+        _paired(tracers[IN_MEMORY], served_tracer, hooks[METRICS_ON], max(count // 20, 1), 1)  # warmed up
+        disconnect_counting()
+        served_pairs = _paired(tracers[IN_MEMORY], served_tracer, hooks[METRICS_ON], max(count // 10, 1), rounds * 6)
     finally:
+        shutil.rmtree(files, ignore_errors=True)
         task_postrun.connect(bench_app._done, weak=False, dispatch_uid="bench.postrun")
-        for task in (in_memory, with_metrics):
+        for task in (in_memory, with_metrics, served):
             runtime = peek_runtime(task.app)  # type: ignore[attr-defined]
             if runtime is not None:
                 runtime.close()
     extra, lock, share = metrics_share(wall, pairs)
+    in_files, _, files_share = metrics_share(wall, served_pairs)
     log(f"worker path: {len(tracers)} variants x {rounds} rounds x {count} tasks done; metrics on add "
-        f"{extra:.1f} µs per task, {share:.1f}% of the lock's own {lock:.1f} µs over a plain task")
-    return {"wall": wall, "cpu": cpu, "metrics_pairs": pairs}
+        f"{extra:.1f} µs per task ({in_files:.1f} µs in multiprocess files), {share:.1f}% ({files_share:.1f}%) "
+        f"of the lock's own {lock:.1f} µs over a plain task")
+    return {"wall": wall, "cpu": cpu, "metrics_pairs": pairs, "metrics_files_pairs": served_pairs}
+
+
+def _served_task(app_class: type) -> Tuple[object, str]:
+    """A metrics-on ``LockedTask`` keeping its numbers in multiprocess files, as a pool process of a
+    worker with ``singleton_lock_metrics_port`` does; and the files' directory."""
+    from prometheus_client import CollectorRegistry
+
+    from celery_singleton_lock.metrics import metrics_for
+
+    files = tempfile.mkdtemp(prefix="bench-metrics-")
+    task = _memory_task(app_class, "served", singleton_lock_metrics_registry=CollectorRegistry())
+    saved = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = files
+    try:
+        metrics_for(task.app)  # type: ignore[attr-defined]
+    finally:
+        if saved is None:
+            del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        else:
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = saved
+    return task, files

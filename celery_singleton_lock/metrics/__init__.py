@@ -9,7 +9,8 @@
 ``singleton_lock_metrics_registry``
     a ``prometheus_client.CollectorRegistry`` of yours: the metrics are registered there
     and you serve it (in a web app that publishes, a solo/threads/gevent worker, or under
-    prefork with your own ``PROMETHEUS_MULTIPROC_DIR`` and ``MultiProcessCollector``).
+    prefork with your own ``PROMETHEUS_MULTIPROC_DIR`` and ``MultiProcessCollector``, calling
+    :func:`mark_process_dead` for an exited child).
 
 The names are :data:`~.instruments.METRIC_NAMES`; docs/observability.md describes each.
 """
@@ -20,10 +21,17 @@ from typing import Any
 
 from .registry import PORT_SETTING, REGISTRY_SETTING, check_settings, metrics_address, metrics_for
 
-__all__ = ["metrics_for", "enable_metrics", "serve_worker_metrics", "stop_worker_metrics", "metrics_address",
+__all__ = ["metrics_for", "enable_metrics", "mark_process_dead", "serve_worker_metrics", "stop_worker_metrics", "metrics_address",
            "PORT_SETTING", "REGISTRY_SETTING"]
 
 _SERVER_ATTR = "_singleton_lock_metrics_server"
+
+
+def mark_process_dead(pid: int, path: Any = None) -> None:
+    """prometheus_client's ``mark_process_dead``, which also forgets the library's gauges of ``pid``."""
+    from .serve import mark_process_dead as forget
+
+    forget(pid, path)
 
 
 def enable_metrics(app: Any) -> bool:

@@ -3,6 +3,7 @@ worker's multiprocess files; metric objects are made once per process and regist
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from typing import Any, Dict, Optional, Tuple
@@ -12,6 +13,8 @@ from ..exceptions import ConfigurationError
 __all__ = ["metrics_for", "METRICS_ATTR", "metrics_address", "check_settings", "PORT_SETTING", "REGISTRY_SETTING"]
 
 PORT_SETTING = "singleton_lock_metrics_port"
+#: Where prometheus_client's multiprocess mode keeps each process's numbers.
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 REGISTRY_SETTING = "singleton_lock_metrics_registry"
 
 #: Where an app keeps its metrics once made (``None``: off).
@@ -75,6 +78,7 @@ def metrics_for(app: Any) -> Any:
             shared: Any = _UNREGISTERED if registry is None else _BY_REGISTRY
             metrics = shared.get(registry)
             if metrics is None:
-                metrics = shared[registry] = LockMetrics(registry)
+                # A multiprocess directory (the worker's own, or the user's) holds every process's numbers.
+                metrics = shared[registry] = LockMetrics(registry, os.environ.get(MULTIPROCESS_ENV) or None)
         setattr(app, METRICS_ATTR, metrics)
     return metrics

@@ -1,16 +1,17 @@
 """Serve the metrics of a whole worker, its pool processes included, from its main process.
 
-Every pool process keeps its own values. ``prometheus_client``'s multiprocess mode has
-each write them to files in ``PROMETHEUS_MULTIPROC_DIR`` (a private temporary directory
-when the environment names none), which the main process reads at each scrape. A
-process's counters stay counted after it exits (a child replaced after
-``--max-tasks-per-child`` adds its successor's files beside its own; nothing is counted
-twice); its share of the held gauge goes as soon as a scrape finds it dead
-(``mark_process_dead``, also for a child that was killed).
+Every pool process keeps its own values, in files of ``PROMETHEUS_MULTIPROC_DIR`` (a private
+temporary directory when the environment names none) laid out as prometheus_client's
+multiprocess mode lays out its own (:mod:`.tally`); the main process reads them all with its
+``MultiProcessCollector`` at each scrape. A process's counters stay counted after it exits (a
+child replaced after ``--max-tasks-per-child`` adds its successor's files beside its own;
+nothing is counted twice); its share of the held gauge goes as soon as a scrape finds it dead
+(also for a child that was killed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
@@ -19,17 +20,33 @@ import shutil
 import tempfile
 from typing import Any, Iterator, Optional, Tuple
 
-from prometheus_client import CollectorRegistry, start_http_server, values
-from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import mark_process_dead as _mark_process_dead
 
 from ..store import pid_running
+from .registry import MULTIPROCESS_ENV as _ENV
+from .tally import FILE_SUFFIX
 
-__all__ = ["WorkerServer"]
+__all__ = ["WorkerServer", "mark_process_dead"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
-_ENV = "PROMETHEUS_MULTIPROC_DIR"
-_LIVE_FILE = re.compile(r"gauge_live\w*_(\d+)\.db$")
+_LIVE_FILE = re.compile(r"gauge_live\w*_(\d+)(?:" + re.escape(FILE_SUFFIX) + r")?\.db$")
+
+
+def mark_process_dead(pid: int, path: Optional[str] = None) -> None:
+    """Forget a process's live gauges: prometheus_client's, and the library's own file of them.
+
+    Call it where prometheus_client asks you to call its own (a ``child_exit`` hook) when you
+    serve a ``MultiProcessCollector`` yourself; the port setting does it at every scrape.
+    """
+    path = path or os.environ.get(_ENV)
+    if not path:
+        return
+    _mark_process_dead(pid, path)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(path, f"gauge_livesum_{pid}{FILE_SUFFIX}.db"))
 
 
 class _Aggregate:
@@ -61,7 +78,6 @@ class WorkerServer:
         if not path:
             path = self._own_dir = tempfile.mkdtemp(prefix="singleton-lock-metrics-")
             os.environ[_ENV] = path
-            values.ValueClass = values.get_value_class()  # in case prometheus_client was imported before
         registry = CollectorRegistry(auto_describe=True)
         registry.register(_Aggregate(path))
         host, port = self.address
@@ -82,6 +98,5 @@ class WorkerServer:
         if self._own_dir is not None:
             if os.environ.get(_ENV) == self._own_dir:
                 del os.environ[_ENV]
-                values.ValueClass = values.get_value_class()
             shutil.rmtree(self._own_dir, ignore_errors=True)
             self._own_dir = None

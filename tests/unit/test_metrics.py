@@ -8,6 +8,7 @@ pool, is ``tests/integration/test_metrics.py``.)
 
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import pytest
@@ -16,7 +17,7 @@ from celery import Celery
 from prometheus_client import CollectorRegistry
 
 from celery_singleton_lock import ConfigurationError, LockedTask
-from celery_singleton_lock.metrics import metrics_address, metrics_for
+from celery_singleton_lock.metrics import mark_process_dead, metrics_address, metrics_for
 from celery_singleton_lock.runtime import peek_runtime
 from celery_singleton_lock.store import MemoryBackend
 
@@ -141,34 +142,75 @@ def test_places_in_use_count_the_runs_holding_places_of_keys_with_a_limit(app: C
     assert _value(registry, "singleton_lock_held", task="t.single") == 0
 
 
-def test_the_fast_updates_count_exactly_what_prometheus_clients_own_methods_count() -> None:
-    # Given one histogram, counter and gauge updated through the library's fast adds and a twin
-    # of each updated through prometheus_client's public methods
+def test_the_tally_counts_exactly_what_prometheus_clients_own_metrics_count() -> None:
+    # Given a histogram, counter and gauge kept in a tally, and a prometheus_client twin of each
     from prometheus_client import Counter, Gauge, Histogram
 
-    from celery_singleton_lock.metrics.instruments import _adder, _observer
+    from celery_singleton_lock.metrics.families import TallyCollector
+    from celery_singleton_lock.metrics.instruments import _Family
+    from celery_singleton_lock.metrics.tally import Tally
 
-    fast, public = CollectorRegistry(), CollectorRegistry()
-    made = {}
-    for registry in (fast, public):
-        made[registry] = (Histogram("h", "h", ["t"], buckets=(0.001, 0.5, 1, 10), registry=registry).labels("x"),
-                          Counter("c", "c", ["t"], registry=registry).labels("x"),
-                          Gauge("g", "g", ["t"], registry=registry).labels("x"))
-    observe, add, move = _observer(made[fast][0]), _adder(made[fast][1]), _adder(made[fast][2])
+    tally, ours, public = Tally(None), CollectorRegistry(), CollectorRegistry()
+    ours.register(TallyCollector(tally))
+    families = (_Family("histogram", "h", "h", ["t"], (0.001, 0.5, 1, 10)), _Family("counter", "c", "c", ["t"]),
+                _Family("gauge_livesum", "g", "g", ["t"]))
+    with tally.lock:
+        histogram, counter, gauge = (family.index(tally, ["x"]) for family in families)
+    twins = (Histogram("h", "h", ["t"], buckets=(0.001, 0.5, 1, 10), registry=public).labels("x"),
+             Counter("c", "c", ["t"], registry=public).labels("x"), Gauge("g", "g", ["t"], registry=public).labels("x"))
     # When the same amounts are observed: on a bound, between bounds, past the last, zero
     for amount in (0.0, 0.001, 0.0011, 0.5, 0.75, 1.0, 9.99, 10.0, 10.01, 1e6):
-        observe(amount)
-        made[public][0].observe(amount)
-        add(1)
-        made[public][1].inc()
-        move(1)
-        made[public][2].inc()
-    move(-1)
-    made[public][2].dec()
+        with tally.lock:
+            histogram.observe(tally.histograms.values, amount)
+            tally.counters.values[counter] += 1
+            tally.gauges.values[gauge] += 1
+        twins[0].observe(amount)
+        twins[1].inc()
+        twins[2].inc()
+    with tally.lock:
+        tally.gauges.values[gauge] -= 1
+    twins[2].dec()
 
     # then every sample is the same
     def samples(registry: CollectorRegistry) -> dict:
         return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in registry.collect()
                 for s in family.samples if not s.name.endswith("_created")}
 
-    assert samples(fast) == samples(public)
+    assert samples(ours) == samples(public)
+
+
+def test_the_files_a_process_writes_read_as_its_registry_does(tmp_path, monkeypatch) -> None:
+    # Given metrics kept in a multiprocess directory, and the same events counted in memory
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    from celery_singleton_lock.metrics.instruments import LockMetrics
+
+    in_memory, registry = LockMetrics(CollectorRegistry()), CollectorRegistry()
+    in_files = LockMetrics(None, str(tmp_path))
+    shown_by_memory = CollectorRegistry()
+    from celery_singleton_lock.metrics.families import TallyCollector
+
+    shown_by_memory.register(TallyCollector(in_memory.tally))
+    MultiProcessCollector(registry, str(tmp_path))
+    # When each meets the same events, more series than the first buffer holds included
+    for metrics in (in_memory, in_files):
+        for n in range(300):
+            metrics.on_acquired(f"task{n}", f"k{n}", "id", 0.002)
+            metrics.on_conflict(f"task{n}", "skip", "run")
+        for n in range(0, 300, 2):
+            metrics.on_released(f"task{n}", f"k{n}", "id", "success")
+        metrics.on_store_error("task0", "outage")
+        metrics.on_waited("task1", 0.3, True)
+
+    # then prometheus_client's MultiProcessCollector reads the files as the registry shows the memory
+    def samples(registry: CollectorRegistry) -> dict:
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in registry.collect()
+                for s in family.samples if not s.name.startswith("singleton_lock_held_seconds")}
+
+    assert samples(registry) == samples(shown_by_memory)
+    assert samples(registry)[("singleton_lock_held", (("task", "task1"),))] == 1
+    # and once the process is marked dead its gauges go, its counters stay
+    in_files.tally.close()
+    mark_process_dead(os.getpid(), str(tmp_path))
+    assert ("singleton_lock_held", (("task", "task1"),)) not in samples(registry)
+    assert samples(registry)[("singleton_lock_acquired_total", (("task", "task1"),))] == 1

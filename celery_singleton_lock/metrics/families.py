@@ -1,0 +1,52 @@
+"""A registry's view of a :class:`~.tally.Tally` kept in memory: its series as Prometheus families.
+
+Under a served worker the files are read by prometheus_client's ``MultiProcessCollector``
+instead (:mod:`.serve`); both show the same names, labels and types.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any, Dict, Iterator, List, Tuple
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import floatToGoString
+
+from .tally import Tally
+
+__all__ = ["TallyCollector"]
+
+_TYPES = {"counter": "counter", "histogram": "histogram", "gauge_livesum": "gauge"}
+
+
+class TallyCollector:
+    """A custom collector of one tally, registered in the user's registry."""
+
+    def __init__(self, tally: Tally) -> None:
+        self._tally = tally
+
+    def collect(self) -> Iterator[Metric]:
+        families: Dict[str, Metric] = {}
+        for kind, typ in _TYPES.items():
+            buckets: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], List[Tuple[float, float]]] = defaultdict(list)
+            for key, value in self._tally.entries(kind):
+                metric, sample, labels, documentation = json.loads(key)
+                family = families.get(metric)
+                if family is None:
+                    family = families[metric] = Metric(metric, documentation, typ)
+                if "le" in labels:
+                    rest = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+                    buckets[(metric, rest)].append((float(labels["le"]), value))
+                else:
+                    family.add_sample(sample, labels, value)
+            for (metric, rest), counts in buckets.items():
+                total = 0.0
+                for bound, count in sorted(counts):
+                    total += count
+                    families[metric].add_sample(metric + "_bucket", dict(rest, le=floatToGoString(bound)), total)
+                families[metric].add_sample(metric + "_count", dict(rest), total)
+        return iter(families.values())
+
+    def describe(self) -> List[Any]:
+        return []  # names appear with their first event; nothing to check for clashes before
