@@ -32,7 +32,7 @@ __all__ = ["WorkerServer", "mark_process_dead"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
-_LIVE_FILE = re.compile(r"gauge_live\w*_(\d+)(?:" + re.escape(FILE_SUFFIX) + r")?\.db$")
+_LIVE_FILE = re.compile(r"gauge_live\w*_(\d+)(?:" + re.escape(FILE_SUFFIX) + r"-\d+)?\.db$")
 
 
 def mark_process_dead(pid: int, path: Optional[str] = None) -> None:
@@ -45,8 +45,9 @@ def mark_process_dead(pid: int, path: Optional[str] = None) -> None:
     if not path:
         return
     _mark_process_dead(pid, path)
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(path, f"gauge_livesum_{pid}{FILE_SUFFIX}.db"))
+    for name in glob.glob(os.path.join(path, f"gauge_livesum_{pid}{FILE_SUFFIX}-*.db")):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(name)
 
 
 class _Aggregate:

@@ -7,12 +7,13 @@ lock and adds in place, at offsets fixed when a series is first seen.
 The layout is prometheus_client's multiprocess file format (a used-bytes header, then entries
 of key, value and timestamp, each value 8-byte aligned), so the same buffers serve both modes:
 in this process's memory for a registry the library collects itself (:mod:`.families`), or as
-files in ``PROMETHEUS_MULTIPROC_DIR`` (one per process and metric type, named apart from
+files in ``PROMETHEUS_MULTIPROC_DIR`` (one per tally, process and metric type, named apart from
 prometheus_client's own) that its ``MultiProcessCollector`` reads beside everything else there.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import mmap
 import os
@@ -27,6 +28,8 @@ KINDS = ("counter", "histogram", "gauge_livesum")
 #: What this library's file names add after the pid (prometheus_client's are ``<type>_<pid>.db``).
 FILE_SUFFIX = "-singleton-lock"
 
+#: Tells apart the files of two tallies of one process (two apps with registries of their own).
+_NUMBERS = itertools.count(1)
 _HEADER = 8
 _INITIAL = 1 << 16
 _USED = struct.Struct("i")
@@ -112,6 +115,7 @@ class Tally:
         self._keys: Dict[str, List[str]] = {kind: [] for kind in KINDS}
         self._index: Dict[Tuple[str, str], int] = {}
         self._pid = os.getpid()
+        self._number = next(_NUMBERS)
         self.buffers = self._open()
 
     def _open(self) -> Dict[str, _Buffer]:
@@ -123,7 +127,7 @@ class Tally:
     def _path(self, kind: str) -> Optional[str]:
         if self.directory is None:
             return None
-        return os.path.join(self.directory, f"{kind}_{os.getpid()}{FILE_SUFFIX}.db")
+        return os.path.join(self.directory, f"{kind}_{os.getpid()}{FILE_SUFFIX}-{self._number}.db")
 
     def index(self, kind: str, key: str) -> int:
         """The value index of a series (made on first use; call with :attr:`lock` held)."""

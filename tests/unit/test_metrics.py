@@ -214,3 +214,22 @@ def test_the_files_a_process_writes_read_as_its_registry_does(tmp_path, monkeypa
     mark_process_dead(os.getpid(), str(tmp_path))
     assert ("singleton_lock_held", (("task", "task1"),)) not in samples(registry)
     assert samples(registry)[("singleton_lock_acquired_total", (("task", "task1"),))] == 1
+
+
+def test_two_sets_of_metrics_of_one_process_keep_files_of_their_own(tmp_path) -> None:
+    # Given two apps of one process whose metrics both go to the multiprocess directory
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    from celery_singleton_lock.metrics.instruments import LockMetrics
+
+    first, second = LockMetrics(None, str(tmp_path)), LockMetrics(None, str(tmp_path))
+    # When each takes a lock of the same task
+    first.on_acquired("t", "k1", "a", 0.001)
+    second.on_acquired("t", "k2", "b", 0.001)
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, str(tmp_path))
+    # then both are counted: neither file overwrote the other
+    assert registry.get_sample_value("singleton_lock_acquired_total", {"task": "t"}) == 2
+    assert registry.get_sample_value("singleton_lock_held", {"task": "t"}) == 2
+    for metrics in (first, second):
+        metrics.tally.close()
