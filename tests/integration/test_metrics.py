@@ -44,8 +44,10 @@ def _storm(proj, events_redis):
     outcomes = [r.get(timeout=30, propagate=False) for r in dups]
     assert outcomes[:M_SKIPPED] == [None] * M_SKIPPED
     assert all(type(o).__name__ == "LockedError" for o in outcomes[M_SKIPPED:]), outcomes
-    # Each waiter meets a lock the test process releases while the waiter waits (in turn, for solo).
-    holders += [_hold(proj.policy_wait, f"m-wait{i}", 1.5 + 1.5 * i) for i in range(K_WAITED)]
+    # Each waiter meets a lock the test process releases while the waiter waits (in turn, for solo):
+    # held long enough that a pool process replaced under --max-tasks-per-child on a loaded machine
+    # still starts its waiter before the release, and short of the waiters' lock_wait_timeout (10 s).
+    holders += [_hold(proj.policy_wait, f"m-wait{i}", 4.0 + 2.0 * i) for i in range(K_WAITED)]
     wait_for(lambda: all(_started(events_redis, f"m-wait{i}") for i in range(K_WAITED)), 10,
              what="the test process to hold the wait locks")
     waiters = [proj.policy_wait.delay(f"m-wait{i}", duration=0.05) for i in range(K_WAITED)]
