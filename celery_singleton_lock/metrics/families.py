@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
@@ -21,10 +21,16 @@ _TYPES = {"counter": "counter", "histogram": "histogram", "gauge_livesum": "gaug
 
 
 class TallyCollector:
-    """A custom collector of one tally, registered in the user's registry."""
+    """A custom collector of one tally, registered in the user's registry.
 
-    def __init__(self, tally: Tally) -> None:
+    ``described`` is every family it can show, as ``(name, help, type)``: the registry checks
+    names against its other metrics once, and a scrape asking for some names by ``name[]``
+    finds these.
+    """
+
+    def __init__(self, tally: Tally, described: Sequence[Tuple[str, str, str]] = ()) -> None:
         self._tally = tally
+        self._described = tuple(described)
 
     def collect(self) -> Iterator[Metric]:
         families: Dict[str, Metric] = {}
@@ -48,5 +54,5 @@ class TallyCollector:
                 families[metric].add_sample(metric + "_count", dict(rest), total)
         return iter(families.values())
 
-    def describe(self) -> List[Any]:
-        return []  # names appear with their first event; nothing to check for clashes before
+    def describe(self) -> List[Metric]:
+        return [Metric(name, documentation, _TYPES[kind]) for name, documentation, kind in self._described]

@@ -97,6 +97,9 @@ PLACES = _Family("gauge_livesum", "singleton_lock_places_in_use",
                  "Places of keys with lock_limit or lock_window held by runs now", ["task"])
 
 
+FAMILIES = (ACQUIRED, DUPLICATES, RELEASED, LOST, STORE_ERRORS, WAIT, HELD_SECONDS, ACQUIRE, HELD, PLACES)
+
+
 class _TaskSeries:
     """One task's series, their indices found once (a key is a JSON text: making it costs more
     than the add)."""
@@ -131,7 +134,7 @@ class LockMetrics:
         if registry is not None and directory is None:
             from .families import TallyCollector
 
-            registry.register(TallyCollector(self.tally))
+            registry.register(TallyCollector(self.tally, [(f.name, f.documentation, f.kind) for f in FAMILIES]))
         self._tasks: Dict[str, _TaskSeries] = {}
         #: (key, task id) -> (its series, when it was taken, whether it is a place): the locks this
         #: process holds.

@@ -233,3 +233,22 @@ def test_two_sets_of_metrics_of_one_process_keep_files_of_their_own(tmp_path) ->
     assert registry.get_sample_value("singleton_lock_held", {"task": "t"}) == 2
     for metrics in (first, second):
         metrics.tally.close()
+
+
+def test_a_scrape_that_asks_for_some_names_finds_the_librarys(app: Celery, registry: CollectorRegistry) -> None:
+    # Given an app counting into a registry, and one run of a locked task
+    @app.task(base=LockedTask, shared=False)
+    def job(x: int) -> int:
+        return x
+
+    job.apply(args=(1,))
+    # When a scrape asks for one name only (Prometheus' name[] parameter)
+    restricted = registry.restricted_registry(["singleton_lock_acquired_total", "singleton_lock_held"])
+    shown = {s.name: s.value for family in restricted.collect() for s in family.samples}
+    # then the library's series of that name are there
+    assert shown["singleton_lock_acquired_total"] == 1 and shown["singleton_lock_held"] == 0
+    # and a name the registry already has from the library is refused, as for any clash
+    from prometheus_client import Counter
+
+    with pytest.raises(ValueError):
+        Counter("singleton_lock_acquired", "clash", registry=registry)
