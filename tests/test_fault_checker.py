@@ -62,3 +62,21 @@ def test_a_redelivered_copy_of_a_call_runs_in_that_calls_place() -> None:
     again = Execution("a2", "k", "a", 2, 0.5, 0.6, [])  # the same task id, delivered again
     assert check_places([killed, again, _run("b", 0.7, 0.8, 3)], [], 2, 2.0, {})["overlaps"] == 0
     assert check_places([killed, again, _run("b", 0.7, 0.8, 3)], [], 1, 2.0, {})["overlaps"] == 1
+
+
+def test_a_message_is_lost_only_when_nothing_accounts_for_it() -> None:
+    from bench.faults.checker import account
+    from bench.faults.history import History
+
+    # Given four published calls: one ran, one skipped at run time, one that kept its own id and
+    # was skipped at enqueue, and one that nothing accounts for
+    history = History(published=[{"task": "t", "task_id": i, "published": True, "t": 0.0} for i in "abcd"],
+                      conflicts=[{"task_id": "b", "action": "skip", "at": "run"},
+                                 {"task_id": "c", "action": "skip", "at": "enqueue"}])
+    runs = [Execution("x", "k", "a", 1, 0.0, 1.0)]
+    states = {"a": "SUCCESS", "b": "SUCCESS", "c": "SUCCESS"}
+    # then only the last is lost, and the report tells what is known of it
+    found = account(history, runs, states, set(), 0)
+    assert found["fates"] == {"ran": 1, "skipped": 2, "failed": 0, "queued": 0, "lost": 1}
+    assert found["lost_ids"] == ["t d"]
+    assert found["lost_details"] == [{"task_id": "d", "state": None, "actions": {}, "starts": 0, "published": 0.0}]

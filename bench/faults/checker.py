@@ -173,7 +173,7 @@ def account(history: History, runs: List[Execution], states: Mapping[str, str], 
     """The fate of every published message (task id).
 
     ``ran``: a body of that id ran to its end. ``skipped``: a duplicate the lock skipped
-    (SUCCESS without a body). ``failed``: FAILURE in the result backend. ``queued``: still in
+    (SUCCESS without a body, at run time or, for a call that kept its own id, at enqueue). ``failed``: FAILURE in the result backend. ``queued``: still in
     the broker after the drain. ``lost``: none of those (a body killed and never run again,
     a message only ever ignored as a redelivery, or never delivered).
     """
@@ -184,11 +184,15 @@ def account(history: History, runs: List[Execution], states: Mapping[str, str], 
         actions[conflict["task_id"]][f"{conflict['action']}@{conflict['at']}"] += 1
     fates: Counter = Counter()
     lost: List[str] = []
+    details: List[dict] = []
+    starts = Counter(r.task_id for r in runs)
     for message in published:
         tid = message["task_id"]
         if tid in completed:
             fate = "ran"
-        elif states.get(tid) == "SUCCESS" and actions[tid]["skip@run"]:
+        elif states.get(tid) == "SUCCESS" and (actions[tid]["skip@run"] or actions[tid]["skip@enqueue"]):
+            # skip@enqueue with a result: a call whose id the caller chose met a holder that names
+            # no task (a lock its live holder took back after the store restarted empty)
             fate = "skipped"
         elif states.get(tid) == "FAILURE":
             fate = "failed"
@@ -197,6 +201,10 @@ def account(history: History, runs: List[Execution], states: Mapping[str, str], 
         else:
             fate = "lost"
             lost.append(f"{message['task']} {tid}")
+            # What happened to it, for whoever reads the report: its result state, what its
+            # deliveries did at the lock, and how many bodies of it started.
+            details.append({"task_id": tid, "state": states.get(tid), "actions": dict(actions[tid]),
+                            "starts": starts[tid], "published": message.get("t")})
         fates[fate] += 1
     totals: Counter = Counter()
     for counter in actions.values():
@@ -206,4 +214,4 @@ def account(history: History, runs: List[Execution], states: Mapping[str, str], 
             "publish_errors": sum(1 for p in history.published if p.get("error")),
             "fates": {fate: fates[fate] for fate in FATES}, "retried": totals["retry@run"],
             "ignored_redeliveries": totals["ignore@run"], "queue_left": queue_left,
-            "lost_ids": lost[:10]}
+            "lost_ids": lost[:10], "lost_details": details[:10]}

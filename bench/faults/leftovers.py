@@ -9,7 +9,7 @@ from typing import Dict, Iterable, List, Set, Tuple
 
 import redis
 
-__all__ = ["result_states", "broker_leftovers", "lock_leftovers", "tracebacks"]
+__all__ = ["result_states", "broker_leftovers", "lock_leftovers", "tracebacks", "log_lines"]
 
 
 def result_states(results_url: str, task_ids: List[str]) -> Dict[str, str]:
@@ -93,3 +93,15 @@ def tracebacks(paths: Iterable[str]) -> Dict[str, int]:
                 ending = next((x for x in lines[i + 1:] if x and not x.startswith((" ", "\t"))), "?")
                 found[re.sub(r"\d+", "N", re.sub(r"\s+", " ", ending))[:120]] += 1
     return dict(found)
+
+
+def log_lines(paths: Iterable[str], text: str, most: int = 20) -> List[str]:
+    """The worker log lines that name ``text`` (a lost message's id), for the report."""
+    found: List[str] = []
+    for path in paths:
+        try:
+            with open(path, errors="replace") as log:
+                found += [line.rstrip()[:300] for line in log if text in line]
+        except FileNotFoundError:
+            continue
+    return found[:most]

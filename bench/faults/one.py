@@ -20,7 +20,7 @@ import redis
 
 from . import checker
 from .history import load
-from .leftovers import broker_leftovers, lock_leftovers, result_states, tracebacks
+from .leftovers import broker_leftovers, lock_leftovers, log_lines, result_states, tracebacks
 from .nemeses import NEMESES
 from .plan import FAULTS, SIZES, Fault, Size
 from .topology import Topology
@@ -142,6 +142,8 @@ def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
             **checker.account(history, runs, states, queued, queue_left), **locks,
             "tracebacks": tracebacks(topology.logs), "lost_signals": len(history.lost),
         }
+        for detail in result["lost_details"]:
+            detail["log"] = log_lines(topology.logs, detail["task_id"])
     finally:
         topology.stop()
     result["elapsed"] = round(time.monotonic() - began, 1)
