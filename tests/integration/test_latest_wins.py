@@ -180,6 +180,8 @@ def _calls_made(lock_redis) -> int:
     return max((int(lock_redis.hget(key, "gen") or 0) for key in lock_redis.scan_iter("*:gen")), default=0)
 
 
+@pytest.mark.xfail(strict=False, reason="stopping beat between its stamping a call as the key's newest and "
+                   "publishing it leaves the burst superseded by a call that never arrives (README: not yet safe)")
 def test_calls_from_celery_beat_quicker_than_the_quiet_period_run_once_after_the_last(latest, start_worker,
                                                                                       events_redis, lock_redis):
     # Given a worker, and celery beat calling a task debounced by 0.5 s every 0.2 s
