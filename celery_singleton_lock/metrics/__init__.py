@@ -21,8 +21,8 @@ from typing import Any
 
 from .registry import PORT_SETTING, REGISTRY_SETTING, check_settings, metrics_address, metrics_for
 
-__all__ = ["metrics_for", "enable_metrics", "mark_process_dead", "serve_worker_metrics", "stop_worker_metrics", "metrics_address",
-           "PORT_SETTING", "REGISTRY_SETTING"]
+__all__ = ["metrics_for", "enable_metrics", "mark_process_dead", "serve_worker_metrics", "stop_worker_metrics",
+           "metrics_address", "PORT_SETTING", "REGISTRY_SETTING"]
 
 _SERVER_ATTR = "_singleton_lock_metrics_server"
 

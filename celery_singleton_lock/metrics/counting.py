@@ -12,17 +12,14 @@ from typing import Any, Optional
 from celery import current_app
 
 from .. import signals
-from .registry import METRICS_ATTR, metrics_for
+from .registry import metrics_for
 
 __all__ = ["connect_counting", "disconnect_counting"]
 
 
 def _metrics(sender: Any) -> Any:
-    # A task's bound app (``Task.app`` would check the binding again on every call), and the
-    # metrics it keeps once they are made.
-    app = getattr(sender, "_app", None) or current_app
-    metrics = app.__dict__.get(METRICS_ATTR, False)
-    return metrics_for(app) if metrics is False else metrics
+    # A task's bound app (``Task.app`` would check the binding again on every call).
+    return metrics_for(getattr(sender, "_app", None) or current_app)
 
 
 def _task(sender: Any) -> str:

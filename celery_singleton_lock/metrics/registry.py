@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..exceptions import ConfigurationError
 
-__all__ = ["metrics_for", "METRICS_ATTR", "metrics_address", "check_settings", "PORT_SETTING", "REGISTRY_SETTING"]
+__all__ = ["metrics_for", "metrics_address", "check_settings", "PORT_SETTING", "REGISTRY_SETTING"]
 
 PORT_SETTING = "singleton_lock_metrics_port"
 #: Where prometheus_client's multiprocess mode keeps each process's numbers.
@@ -18,7 +18,7 @@ MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 REGISTRY_SETTING = "singleton_lock_metrics_registry"
 
 #: Where an app keeps its metrics once made (``None``: off).
-METRICS_ATTR = "_singleton_lock_metrics"
+_ATTR = "_singleton_lock_metrics"
 _CREATE = threading.Lock()
 #: Metric objects are per process and per registry: two apps naming the same registry count into
 #: the same series (a registry dropped takes its metrics with it).
@@ -65,7 +65,7 @@ def check_settings(conf: Any) -> Tuple[Optional[Tuple[str, int]], Any]:
 
 def metrics_for(app: Any) -> Any:
     """The app's :class:`~.instruments.LockMetrics` in this process; ``None`` when metrics are off."""
-    metrics = app.__dict__.get(METRICS_ATTR, False)
+    metrics = app.__dict__.get(_ATTR, False)
     if metrics is not False:
         return metrics
     with _CREATE:
@@ -80,5 +80,5 @@ def metrics_for(app: Any) -> Any:
             if metrics is None:
                 # A multiprocess directory (the worker's own, or the user's) holds every process's numbers.
                 metrics = shared[registry] = LockMetrics(registry, os.environ.get(MULTIPROCESS_ENV) or None)
-        setattr(app, METRICS_ATTR, metrics)
+        setattr(app, _ATTR, metrics)
     return metrics

@@ -19,7 +19,7 @@ import mmap
 import os
 import struct
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 __all__ = ["Tally", "KINDS", "FILE_SUFFIX", "series_key"]
 
@@ -50,7 +50,6 @@ class _Buffer:
     """One metric type's entries: in memory, or in a mapped file other processes read."""
 
     def __init__(self, path: Optional[str], keys: Sequence[str] = ()) -> None:
-        self.path = path
         self._file = open(path, "w+b") if path else None
         self._capacity = 0
         self._data: Any = None
@@ -112,14 +111,15 @@ class Tally:
     def __init__(self, directory: Optional[str]) -> None:
         self.directory = directory
         self.lock = threading.Lock()
-        self._keys: Dict[str, List[str]] = {kind: [] for kind in KINDS}
+        #: (type, key) -> value index, in the order the series were first seen.
         self._index: Dict[Tuple[str, str], int] = {}
         self._pid = os.getpid()
         self._number = next(_NUMBERS)
         self.buffers = self._open()
 
     def _open(self) -> Dict[str, _Buffer]:
-        buffers = {kind: _Buffer(self._path(kind), self._keys[kind]) for kind in KINDS}
+        buffers = {kind: _Buffer(self._path(kind), [key for (of, key) in self._index if of == kind])
+                   for kind in KINDS}
         #: Each type's buffer, by name (an event adds through ``<buffer>.values[index]``).
         self.counters, self.histograms, self.gauges = (buffers[kind] for kind in KINDS)
         return buffers
@@ -134,7 +134,6 @@ class Tally:
         found = self._index.get((kind, key))
         if found is None:
             found = self._index[(kind, key)] = self.buffers[kind].add_key(key)
-            self._keys[kind].append(key)
         return found
 
     def after_fork(self) -> None:
@@ -149,8 +148,8 @@ class Tally:
     def entries(self, kind: str) -> Iterator[Tuple[str, float]]:
         """Every series of a type and its value now."""
         with self.lock:
-            keys, values = list(self._keys[kind]), self.buffers[kind].values
-            return iter([(key, values[self._index[(kind, key)]]) for key in keys])
+            values = self.buffers[kind].values
+            return iter([(key, values[index]) for (of, key), index in self._index.items() if of == kind])
 
     def close(self) -> None:
         for buffer in self.buffers.values():
