@@ -19,14 +19,19 @@ local function place_parts(v)
   return state, flags or '-', tonumber(lease or '0'), tonumber(keep or '0'), rest or ''
 end
 
--- place_end(v): when the place frees: its window end once released, else the later of its
--- lease end and its window end.
-local function place_end(v)
-  local state, _, lease, keep = place_parts(v)
+-- ends_at(state, lease, keep): when a place in that state frees: its window end once
+-- released, else the later of its lease end and its window end.
+local function ends_at(state, lease, keep)
   if state == 'released' then
     return keep
   end
   return math.max(lease, keep)
+end
+
+-- place_end(v): when the place v frees (ends_at of its parts).
+local function place_end(v)
+  local state, _, lease, keep = place_parts(v)
+  return ends_at(state, lease, keep)
 end
 
 -- holds(v, now): whether a place's token still holds it (neither released nor lapsed).
@@ -55,10 +60,7 @@ local function survey(key, now, token, task)
     local field, v = all[i], all[i + 1]
     if string.byte(field, 1) ~= 126 then -- '~': the key's own fields (~n, ~w)
       local state, _, lease, keep = place_parts(v)
-      local e = keep
-      if state ~= 'released' then
-        e = math.max(lease, keep)
-      end
+      local e = ends_at(state, lease, keep)
       if e <= now then
         redis.call('hdel', key, field)
       else
