@@ -49,19 +49,29 @@ def _requests(run: str, count: int) -> List[Tuple[str, tuple, dict, dict]]:
     return out
 
 
+def _block(tracer: Callable[..., object], run: str, count: int,
+           hooks: Tuple[Callable[[], None], Callable[[], None]]) -> Tuple[float, float]:
+    """µs of wall and CPU time per task of ``count`` distinct calls through ``tracer``, between
+    its hooks (made before the clock starts)."""
+    calls = _requests(run, count)
+    enter, leave = hooks
+    enter()
+    cpu_before, wall_before = time.process_time(), time.perf_counter()
+    for task_id, args, kwargs, request in calls:
+        tracer(task_id, args, kwargs, request)
+    wall, cpu = (time.perf_counter() - wall_before) / count * 1e6, (time.process_time() - cpu_before) / count * 1e6
+    leave()
+    return wall, cpu
+
+
 def _measure(tracers: Dict[str, Callable[..., object]], count: int, rounds: int,
              hooks: Hooks) -> Tuple[Series, Series]:
     wall, cpu = Series.declared(list(tracers)), Series.declared(list(tracers))
     for r, label in interleave(list(tracers), rounds):
-        calls = _requests(f"path-{r}-{uuid.uuid4().hex[:6]}", count)
-        enter, leave = hooks.get(label, (_nothing, _nothing))
-        enter()
-        cpu_before, wall_before = time.process_time(), time.perf_counter()
-        for task_id, args, kwargs, request in calls:
-            tracers[label](task_id, args, kwargs, request)
-        wall.add(label, (time.perf_counter() - wall_before) / count * 1e6)
-        cpu.add(label, (time.process_time() - cpu_before) / count * 1e6)
-        leave()
+        took, used = _block(tracers[label], f"path-{r}-{uuid.uuid4().hex[:6]}", count,
+                            hooks.get(label, (_nothing, _nothing)))
+        wall.add(label, took)
+        cpu.add(label, used)
     return wall, cpu
 
 
@@ -76,17 +86,9 @@ def _paired(without: Callable[..., object], with_: Callable[..., object], hooks:
     differences = []
     for n in range(pairs):
         timed = {}
-        for label in ((False, True) if n % 2 else (True, False)):
-            calls = _requests(f"pair-{n}-{uuid.uuid4().hex[:6]}", count)
-            tracer = with_ if label else without
-            if label:
-                hooks[0]()
-            started = time.perf_counter()
-            for task_id, args, kwargs, request in calls:
-                tracer(task_id, args, kwargs, request)
-            timed[label] = (time.perf_counter() - started) / count * 1e6
-            if label:
-                hooks[1]()
+        for on in ((False, True) if n % 2 else (True, False)):
+            timed[on] = _block(with_ if on else without, f"pair-{n}-{uuid.uuid4().hex[:6]}", count,
+                               hooks if on else (_nothing, _nothing))[0]
         differences.append(timed[True] - timed[False])
     return differences
 
