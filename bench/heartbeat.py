@@ -15,7 +15,7 @@ import time
 import timeit
 from typing import Callable, Dict, List, Sequence
 
-from celery_singleton_lock.arguments import ArgumentKey
+from celery_singleton_lock.calls.arguments import ArgumentKey
 from celery_singleton_lock.store import KeyLayout, Lease, RedisBackend, Renewer, connect
 from celery_singleton_lock.store import Holder, new_token, record
 

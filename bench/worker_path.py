@@ -21,7 +21,7 @@ import time
 import uuid
 from typing import Callable, Dict, List, Tuple
 
-from celery_singleton_lock import headers
+from celery_singleton_lock.calls import headers
 from celery_singleton_lock.store import new_token
 
 from .stats import Series, interleave

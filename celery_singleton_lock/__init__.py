@@ -12,10 +12,10 @@ from .exceptions import (
     UnencodableArgumentError,
     UnserializableArgumentError,
 )
-from .censor import install_censor as _install_censor
-from .handle import ExecutionLock
+from .config.censor import install_censor as _install_censor
+from .run.handle import ExecutionLock
 from .printable import install_log_filter as _install_log_filter
-from .receivers import connect_receivers as _connect_receivers
+from .worker.receivers import connect_receivers as _connect_receivers
 from .signals import lock_acquired, lock_conflict, lock_lost, lock_released, lock_store_error, lock_waited
 from .task import LockedTask
 

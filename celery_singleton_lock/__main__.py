@@ -1,6 +1,6 @@
 """``python -m celery_singleton_lock --app proj list``: the ``celery locks`` commands without Celery's launcher."""
 
-from .cli import main
+from .cli.commands import main
 
 if __name__ == "__main__":
     main()

@@ -23,16 +23,17 @@ from typing import Any, ClassVar, Iterator, Mapping, Optional, Sequence, Tuple
 
 from celery import Task
 
-from . import headers, supersede
-from .arguments import ArgumentKey, LockKeySpec, check_call_shape
+from .calls import headers
+from .enqueue import supersede
+from .calls.arguments import ArgumentKey, LockKeySpec, check_call_shape
 from .exceptions import LockedError
-from .handle import ExecutionLock
-from .limits import refuse_unsupported
-from .options import LockOptions, refuse_unknown_options, resolve_options
-from .settings import resolve_settings
-from .publish import CallOptions, publish_locked
-from .refusals import publish_digest
-from .run import current_lock, in_own_execution, lock_hidden, run_guarded
+from .run.handle import ExecutionLock
+from .calls.limits import refuse_unsupported
+from .config.options import LockOptions, refuse_unknown_options, resolve_options
+from .config.settings import resolve_settings
+from .enqueue.publish import CallOptions, publish_locked
+from .enqueue.refusals import publish_digest
+from .run.guarded import current_lock, in_own_execution, lock_hidden, run_guarded
 
 __all__ = ["LockedTask"]
 

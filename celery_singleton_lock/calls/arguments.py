@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from .encoding import canonical_arguments, canonical_json, delivered_unchanged, digest, is_digest
-from .exceptions import ConfigurationError, UnencodableArgumentError
+from ..exceptions import ConfigurationError, UnencodableArgumentError
 
 __all__ = ["ArgumentKey", "LockKeySpec", "Deliver", "check_call_shape", "canonical_json", "digest", "is_digest"]
 

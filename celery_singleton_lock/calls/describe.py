@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Optional, Sequence
 
-from .exceptions import ConfigurationError
+from ..exceptions import ConfigurationError
 
 __all__ = ["SETTING", "MAX_CHARS", "describe_enabled", "describe_call"]
 

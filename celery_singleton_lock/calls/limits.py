@@ -18,12 +18,12 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from .exceptions import ConfigurationError
-from .store import QUORUM_LIMIT, Conflict, Limit, LockKeys, keeps_one_place, limited
+from ..exceptions import ConfigurationError
+from ..store import QUORUM_LIMIT, Conflict, Limit, LockKeys, keeps_one_place, limited
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .options import LockOptions
-    from .settings import AppSettings
+    from ..config.options import LockOptions
+    from ..config.settings import AppSettings
 
 __all__ = ["call_limit", "call_keys", "refuse_unsupported", "window_countdown"]
 

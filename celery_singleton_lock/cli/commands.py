@@ -33,13 +33,13 @@ import click
 import redis
 from celery.bin.base import handle_preload_options
 
-from .cli_format import duration, flags, show_lines, state
-from .cli_views import short_prefix, task_counts, watch
-from .exceptions import ConfigurationError
-from .printable import printable
-from .settings import resolve_settings
-from .runtime import LockRuntime, runtime_for
-from .store import LockRecord, clear_lock, error_text, find_locks, permanent_problem, redact, scan_locks
+from .format import duration, flags, show_lines, state
+from .views import short_prefix, task_counts, watch
+from ..exceptions import ConfigurationError
+from ..printable import printable
+from ..config.settings import resolve_settings
+from ..runtime.lock_runtime import LockRuntime, runtime_for
+from ..store import LockRecord, clear_lock, error_text, find_locks, permanent_problem, redact, scan_locks
 
 __all__ = ["locks", "main"]
 

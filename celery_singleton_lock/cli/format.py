@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from .printable import printable
-from .store import LockRecord
+from ..printable import printable
+from ..store import LockRecord
 
 __all__ = ["duration", "flags", "state", "show_lines"]
 

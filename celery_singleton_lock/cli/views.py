@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from typing import Callable, Dict, Sequence, Set
 
-from .store import MIN_PREFIX, LockRecord
+from ..store import MIN_PREFIX, LockRecord
 
 __all__ = ["task_counts", "watch", "short_prefix"]
 

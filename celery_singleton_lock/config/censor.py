@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping
 
-from .store import redact, redact_options
+from ..store import redact, redact_options
 
 __all__ = ["censor_settings", "install_censor"]
 

@@ -13,7 +13,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
-from .exceptions import ConfigurationError
+from ..exceptions import ConfigurationError
 
 __all__ = ["LockOptions", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options", "OPTION_NAMES",
            "SETTING_NAMES", "refuse_unknown_options"]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Sequence, Tuple, Union
 from urllib.parse import parse_qsl, urlsplit
 
-from .exceptions import ConfigurationError
+from ..exceptions import ConfigurationError
 from .options import SETTING_NAMES
-from .store import LockBackend, ambiguous_credentials, redact, redact_options, split_urls
+from ..store import LockBackend, ambiguous_credentials, redact, redact_options, split_urls
 
 __all__ = ["AppSettings", "resolve_settings", "broker_url"]
 

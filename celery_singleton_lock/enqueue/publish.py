@@ -50,16 +50,17 @@ from celery.utils import uuid
 from kombu.exceptions import DecodeError, EncodeError
 from kombu.serialization import dumps, loads
 
-from . import headers, signals
-from .arguments import ArgumentKey, is_digest
-from .decisions import PublishUnlocked, Refuse, SkipAtEnqueue
-from .exceptions import ConfigurationError, LockBackendError, UnencodableArgumentError
-from .limits import call_keys, call_limit
-from .policy import ON_LOCKED
+from ..calls import headers
+from .. import signals
+from ..calls.arguments import ArgumentKey, is_digest
+from ..run.decisions import PublishUnlocked, Refuse, SkipAtEnqueue
+from ..exceptions import ConfigurationError, LockBackendError, UnencodableArgumentError
+from ..calls.limits import call_keys, call_limit
+from ..run.policy import ON_LOCKED
 from .refusals import serializer_refused
-from .runtime import runtime_for
-from .taken import places_taken
-from .store import (STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact,
+from ..runtime.lock_runtime import runtime_for
+from ..run.taken import places_taken
+from ..store import (STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact,
                     wait_for_gate)
 
 __all__ = ["publish_locked", "CallOptions", "message_digest", "store_skipped"]

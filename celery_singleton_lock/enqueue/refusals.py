@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 from kombu.exceptions import EncodeError
 from kombu.serialization import dumps
 
-from .exceptions import UnencodableArgumentError, UnserializableArgumentError
+from ..exceptions import UnencodableArgumentError, UnserializableArgumentError
 
 __all__ = ["serializer_refused", "publish_digest"]
 

@@ -31,13 +31,13 @@ from typing import Any, Dict, Mapping, MutableMapping, Optional, Sequence, Tuple
 
 from celery.utils import uuid
 
-from . import headers
-from .exceptions import ConfigurationError, LockBackendError
-from .options import LockOptions
+from ..calls import headers
+from ..exceptions import ConfigurationError, LockBackendError
+from ..config.options import LockOptions
 from .publish import CallOptions, message_digest, store_skipped
-from .runtime import runtime_for
-from .settings import AppSettings
-from .store import STORE_ERRORS, Superseding, error_text, permanent_problem, redact
+from ..runtime.lock_runtime import runtime_for
+from ..config.settings import AppSettings
+from ..store import STORE_ERRORS, Superseding, error_text, permanent_problem, redact
 
 __all__ = ["stamps", "supersede", "refuse_without_generations", "debounce_wait"]
 

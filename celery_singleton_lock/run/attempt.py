@@ -15,17 +15,18 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Tuple, Union
 
 from celery.exceptions import Reject, Retry
 
-from . import headers, signals
-from .describe import describe_call
+from ..calls import headers
+from .. import signals
+from ..calls.describe import describe_call
 from .outcome import record_duplicate
-from .limits import call_keys, call_limit
-from .runtime import LockRuntime, runtime_for
+from ..calls.limits import call_keys, call_limit
+from ..runtime.lock_runtime import LockRuntime, runtime_for
 from .taken import places_taken
-from .store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, RestartWait, error_text, new_token,
+from ..store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, RestartWait, error_text, new_token,
                     permanent_problem, wait_for_gate)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .options import LockOptions
+    from ..config.options import LockOptions
 
 __all__ = ["Attempt"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from .store import Conflict, Grant
+from ..store import Conflict, Grant
 
 __all__ = ["Run", "Skip", "Superseded", "Requeue", "Fail", "Ignored", "Decision", "SkipAtEnqueue", "PublishUnlocked",
            "Refuse", "EnqueueDecision"]

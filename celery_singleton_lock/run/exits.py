@@ -37,11 +37,12 @@ from billiard import common as billiard_common
 from billiard.exceptions import Terminated
 from celery.exceptions import Ignore, Reject, Retry
 
-from . import headers, signals
-from .describe import describe_call
-from .runtime import LockRuntime, peek_runtime, runtime_for
-from .limits import call_keys, call_limit
-from .store import STORE_ERRORS, Completion, Lease, error_text
+from ..calls import headers
+from .. import signals
+from ..calls.describe import describe_call
+from ..runtime.lock_runtime import LockRuntime, peek_runtime, runtime_for
+from ..calls.limits import call_keys, call_limit
+from ..store import STORE_ERRORS, Completion, Lease, error_text
 
 __all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "release_enqueue_lock", "release_all",
            "exit_of", "exit_for_child"]

@@ -16,15 +16,17 @@ from typing import Any, Callable, Iterator, Mapping, NoReturn, Optional, Sequenc
 
 from celery.exceptions import Ignore
 
-from . import headers, newest, signals
+from ..calls import headers
+from . import newest
+from .. import signals
 from .attempt import Attempt
 from .decisions import Decision, Fail, Ignored, Requeue, Run, Skip, Superseded
-from .exceptions import ConfigurationError, LockBackendError
+from ..exceptions import ConfigurationError, LockBackendError
 from .exits import abandon, exit_of, hand_over, release_after_run
 from .handle import ExecutionLock
 from .policy import decide
 from .requeue import requeue
-from .store import STORE_ERRORS, Conflict, Lease, error_text, redact
+from ..store import STORE_ERRORS, Conflict, Lease, error_text, redact
 
 __all__ = ["run_guarded", "in_own_execution", "lock_hidden", "current_lock", "HANDLE_ATTR"]
 

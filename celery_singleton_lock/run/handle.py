@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from .exceptions import ConfigurationError, LockBackendError, LockLostError
-from .store import STORE_ERRORS, Lease, error_text, permanent_problem
+from ..exceptions import ConfigurationError, LockBackendError, LockLostError
+from ..store import STORE_ERRORS, Lease, error_text, permanent_problem
 
 __all__ = ["ExecutionLock"]
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from . import headers, signals
+from ..calls import headers
+from .. import signals
 from .attempt import Attempt
 from .decisions import Decision, Ignored, Requeue, Superseded
-from .exceptions import ConfigurationError
-from .store import STORE_ERRORS, Claim, GenerationStore
+from ..exceptions import ConfigurationError
+from ..store import STORE_ERRORS, Claim, GenerationStore
 
 __all__ = ["generation_of", "before_run", "claim_run"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, Optional
 
-from . import headers
+from ..calls import headers
 
 __all__ = ["record_duplicate", "FIELDS", "EVENT"]
 

@@ -29,8 +29,8 @@ from typing import Dict, Union
 from .attempt import Attempt
 from .decisions import (Decision, EnqueueDecision, Fail, PublishUnlocked, Refuse, Requeue, Run, Skip,
                         SkipAtEnqueue)
-from .exceptions import LockedError
-from .store import Conflict
+from ..exceptions import LockedError
+from ..store import Conflict
 from .taken import places_taken
 from .turns import TURNS, wait_for_release
 

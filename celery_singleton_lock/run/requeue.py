@@ -12,11 +12,11 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 from celery.exceptions import Retry
 
-from . import headers
+from ..calls import headers
 from .attempt import Attempt
-from .exceptions import LockedError
-from .limits import window_countdown
-from .store import Conflict
+from ..exceptions import LockedError
+from ..calls.limits import window_countdown
+from ..store import Conflict
 
 __all__ = ["requeue", "jittered"]
 

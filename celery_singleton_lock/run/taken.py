@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .store import Conflict
+from ..store import Conflict
 
 __all__ = ["places_taken"]
 

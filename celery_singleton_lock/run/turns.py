@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence, Union
 
 from .attempt import Attempt
 from .decisions import Decision, Ignored, Requeue, Run
-from .store import STORE_ERRORS, Conflict, Grant
+from ..store import STORE_ERRORS, Conflict, Grant
 
 __all__ = ["TURNS", "wait_for_release", "AfterPredecessor", "RedeliveryGuard", "QueuedTurn"]
 

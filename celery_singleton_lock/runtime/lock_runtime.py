@@ -13,12 +13,12 @@ import socket
 import threading
 from typing import Any, Optional
 
-from . import signals
+from .. import signals
 from .childwatch import ChildWatch
-from .describe import describe_enabled
-from .metrics import enable_metrics
-from .settings import AppSettings, broker_url, resolve_settings
-from .store import KeyLayout, Lease, LockBackend, Renewer, open_store
+from ..calls.describe import describe_enabled
+from ..metrics import enable_metrics
+from ..config.settings import AppSettings, broker_url, resolve_settings
+from ..store import KeyLayout, Lease, LockBackend, Renewer, open_store
 
 __all__ = ["LockRuntime", "runtime_for", "peek_runtime"]
 

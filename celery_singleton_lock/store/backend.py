@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any, ContextManager, List, Mapping, Optional, 
 
 if TYPE_CHECKING:  # pragma: no cover
     from .generations import GenerationStore
-    from .places import Limit
 
 from . import pid_namespace
 
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS",
-           "Outcome", "Completion", "new_token"]
+           "Outcome", "Completion", "Limit", "SINGLETON", "new_token"]
 
 
 def new_token() -> str:
@@ -46,6 +45,30 @@ class Holder:
     #: The call behind the lock, when the app stores one (``singleton_lock_describe``); written
     #: after the task id.
     describe: str = ""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """How many holders one key admits at once (``count``), and how long a place is kept
+    after it was taken (``window_ms``)."""
+
+    count: int = 1
+    window_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"a limit is an int >= 1, not {self.count!r}")
+        if isinstance(self.window_ms, bool) or not isinstance(self.window_ms, int) or self.window_ms < 0:
+            raise ValueError(f"a window is an int of ms >= 0, not {self.window_ms!r}")
+
+    @property
+    def singleton(self) -> bool:
+        """Whether this is the plain lock (one holder, no window): no room of places."""
+        return self.count == 1 and self.window_ms == 0
+
+
+#: The singleton lock's limit.
+SINGLETON = Limit()
 
 
 @dataclass(frozen=True)
@@ -144,12 +167,12 @@ class LockBackend(Protocol):
     generations: Optional["GenerationStore"]
 
     def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, state: str = "running",
-                limit: "Optional[Limit]" = None) -> Outcome:
+                limit: Optional[Limit] = None) -> Outcome:
         """Take ``key`` if free (or already ours under ``token`` in ``state``: a repeated ask).
         A places key (:mod:`.places`) takes one of ``limit``'s places instead."""
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int,
-              holder: Holder, limit: "Optional[Limit]" = None) -> Union[Grant, Conflict, NotOurs]:
+              holder: Holder, limit: Optional[Limit] = None) -> Union[Grant, Conflict, NotOurs]:
         """Turn the enqueue lock ``queued_key`` held under ``queued_token`` into the running lock ``key``
         (for places keys: the enqueue place into one of ``limit``'s running places)."""
 

@@ -9,14 +9,11 @@ caller's token, and fences come from the backend's counters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from . import places
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .places import Limit
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .memory import MemoryBackend
 
 __all__ = ["MemoryPlaces"]
 
@@ -61,10 +58,23 @@ class _Survey:
                      if task_id and place.state != "released" and place.holder.task_id == task_id), None)
 
 
+class _Host(Protocol):
+    """What the rooms use of the :class:`~.memory.MemoryBackend` that keeps them: its clock, its
+    release announcements, its fencing counters and its record of completions."""
+
+    def _now_ms(self) -> float: ...
+
+    def _announced(self, key: str) -> None: ...
+
+    def _next_fence(self, fence_key: str) -> int: ...
+
+    def _note_completion(self, completion: Completion) -> None: ...
+
+
 class MemoryPlaces:
     """The rooms of one :class:`~.memory.MemoryBackend` (called with its condition held)."""
 
-    def __init__(self, backend: "MemoryBackend") -> None:
+    def __init__(self, backend: _Host) -> None:
         self._backend = backend
         self._rooms: Dict[str, _Room] = {}
 

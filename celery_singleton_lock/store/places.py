@@ -62,7 +62,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import record
-from .backend import Conflict, Holder
+from .backend import SINGLETON, Conflict, Holder, Limit
 from .keys import LockKeys
 
 __all__ = ["Limit", "SINGLETON", "SUFFIX", "is_places", "places_key", "limited", "tail", "decode", "conflict",
@@ -74,30 +74,6 @@ SUFFIX = ":places"
 
 #: A place's fields, in the order the value lists them.
 FIELDS = ("state", "flags", "lease_end", "keep_until", "hb", "ttl", "since", "pid", "host", "task_id")
-
-
-@dataclass(frozen=True)
-class Limit:
-    """How many holders one key admits at once (``count``), and how long a place is kept
-    after it was taken (``window_ms``)."""
-
-    count: int = 1
-    window_ms: int = 0
-
-    def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise ValueError(f"a limit is an int >= 1, not {self.count!r}")
-        if isinstance(self.window_ms, bool) or not isinstance(self.window_ms, int) or self.window_ms < 0:
-            raise ValueError(f"a window is an int of ms >= 0, not {self.window_ms!r}")
-
-    @property
-    def singleton(self) -> bool:
-        """Whether this is the plain lock (one holder, no window): no room of places."""
-        return self.count == 1 and self.window_ms == 0
-
-
-#: The singleton lock's limit.
-SINGLETON = Limit()
 
 
 def is_places(key: str) -> bool:

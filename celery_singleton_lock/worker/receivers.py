@@ -14,10 +14,10 @@ from typing import Any
 from celery import current_app
 from celery import signals as celery_signals
 
-from .exceptions import ConfigurationError
-from .exits import release_all, release_enqueue_lock
-from .metrics import serve_worker_metrics, stop_worker_metrics
-from .worker_check import check_lock_store
+from ..exceptions import ConfigurationError
+from ..run.exits import release_all, release_enqueue_lock
+from ..metrics import serve_worker_metrics, stop_worker_metrics
+from .start_check import check_lock_store
 
 __all__ = ["connect_receivers"]
 
@@ -69,7 +69,7 @@ def on_task_revoked(sender: Any = None, request: Any = None, terminated: bool = 
 
     A terminated execution is released by its request once the pool reports the child gone.
     """
-    from .task import LockedTask
+    from ..task import LockedTask
 
     if terminated or not isinstance(sender, LockedTask) or request is None or not hasattr(request, "get"):
         return

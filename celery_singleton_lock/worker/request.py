@@ -16,10 +16,10 @@ from typing import Any
 from billiard.exceptions import Terminated, TimeLimitExceeded, WorkerLostError
 from celery.worker.request import Request
 
-from . import headers
-from .exits import exit_for_child, release_enqueue_lock, release_for_child
-from .runtime import runtime_for
-from .store import new_token
+from ..calls import headers
+from ..run.exits import exit_for_child, release_enqueue_lock, release_for_child
+from ..runtime.lock_runtime import runtime_for
+from ..store import new_token
 
 __all__ = ["LockedRequest"]
 

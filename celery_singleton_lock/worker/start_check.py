@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple, Union
 
-from .exceptions import ConfigurationError
-from .settings import resolve_settings
-from .store import (STORE_ERRORS, KeyLayout, ProbeFailed, error_text, open_store, permanent_problem, probe_store,
+from ..exceptions import ConfigurationError
+from ..config.settings import resolve_settings
+from ..store import (STORE_ERRORS, KeyLayout, ProbeFailed, error_text, open_store, permanent_problem, probe_store,
                     redact, unverified_tls)
-from .task import LockedTask
+from ..task import LockedTask
 
 __all__ = ["check_lock_store"]
 

@@ -9,7 +9,7 @@ keeps its lock and no second run of the key starts beside it.
 
 from __future__ import annotations
 
-from celery_singleton_lock import headers
+from celery_singleton_lock.calls import headers
 from tests.integration.helpers import lock_field, lock_keys, records, wait_started
 from tests.support.waits import wait_for
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from celery_singleton_lock import headers
+from celery_singleton_lock.calls import headers
 from tests.integration.helpers import overlaps, records, wait_unlocked
 
 GARBAGE: List[Dict[str, Any]] = [

@@ -68,7 +68,7 @@ class _Runtime:
 
 
 def test_a_lock_lost_to_a_restart_before_its_heartbeat_took_it_back_is_released_not_reported(lock_server):
-    from celery_singleton_lock.exits import release_after_run
+    from celery_singleton_lock.run.exits import release_after_run
 
     store = open_store(lock_server.url)
     runtime = _Runtime(store)

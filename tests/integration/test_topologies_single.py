@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from celery_singleton_lock.exceptions import ConfigurationError
-from celery_singleton_lock.settings import resolve_settings
+from celery_singleton_lock.config.settings import resolve_settings
 from celery_singleton_lock.store import RedisBackend
 from celery_singleton_lock.store.connect import open_store
 from tests.integration.topo import strictly_increasing, successive_fences

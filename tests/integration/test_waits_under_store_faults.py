@@ -152,7 +152,7 @@ def test_a_call_published_to_a_young_lock_store_waits_and_goes_out_under_its_loc
 def test_a_worker_starting_on_a_young_lock_store_waits_for_it_and_does_not_call_it_unreachable(waits_proj,
                                                                                                fresh_lock_server,
                                                                                                caplog):
-    from celery_singleton_lock.worker_check import check_lock_store
+    from celery_singleton_lock.worker.start_check import check_lock_store
     from tests.integration.topo import app_on
 
     with app_on(waits_proj, fresh_lock_server.url), caplog.at_level(logging.INFO, logger="celery_singleton_lock"):

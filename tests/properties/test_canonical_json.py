@@ -11,7 +11,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from celery_singleton_lock.arguments import canonical_json
+from celery_singleton_lock.calls.arguments import canonical_json
 
 
 def _reference(value):

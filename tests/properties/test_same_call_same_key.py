@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from kombu.exceptions import DecodeError
 from kombu.serialization import dumps, loads
 
-from celery_singleton_lock.arguments import ArgumentKey
+from celery_singleton_lock.calls.arguments import ArgumentKey
 
 
 def task(a, b=None):

@@ -14,7 +14,7 @@ import pickle
 from hypothesis import given
 from hypothesis import strategies as st
 
-from celery_singleton_lock.arguments import canonical_json
+from celery_singleton_lock.calls.arguments import canonical_json
 from tests.support.round_trip import KEY, worker_sees
 
 # Hashable leaves whose Python equality is the contract's sameness (no 1 == 1.0 == True here).

@@ -6,7 +6,7 @@ from typing import Any, Dict, Tuple
 
 from kombu.serialization import dumps, loads
 
-from celery_singleton_lock.arguments import ArgumentKey
+from celery_singleton_lock.calls.arguments import ArgumentKey
 
 
 def worker_sees(args: Any, kwargs: Any, serializer: str) -> Tuple[Any, Dict[str, Any]]:

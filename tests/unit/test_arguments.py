@@ -11,7 +11,7 @@ import pytest
 from kombu.serialization import dumps
 
 from celery_singleton_lock import ConfigurationError, UnencodableArgumentError
-from celery_singleton_lock.arguments import ArgumentKey
+from celery_singleton_lock.calls.arguments import ArgumentKey
 from tests.support.round_trip import KEY, worker_sees
 
 
@@ -200,7 +200,7 @@ def test_lone_surrogates_are_keyed_as_the_worker_receives_them():
 def test_a_call_no_worker_could_decode_is_refused_before_publishing():
     from types import SimpleNamespace
 
-    from celery_singleton_lock.publish import message_digest
+    from celery_singleton_lock.enqueue.publish import message_digest
 
     task = SimpleNamespace(name="proj.task")
     with pytest.raises(UnencodableArgumentError, match="proj.task.*could not decode"):

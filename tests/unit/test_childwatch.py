@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from celery_singleton_lock.childwatch import ChildWatch
+from celery_singleton_lock.runtime.childwatch import ChildWatch
 from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.skipif(not ChildWatch.supported, reason="needs os.pidfd_open (Linux)")

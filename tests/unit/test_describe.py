@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from celery_singleton_lock import ConfigurationError
-from celery_singleton_lock.arguments import ArgumentKey
-from celery_singleton_lock.describe import MAX_CHARS, describe_call, describe_enabled
+from celery_singleton_lock.calls.arguments import ArgumentKey
+from celery_singleton_lock.calls.describe import MAX_CHARS, describe_call, describe_enabled
 
 
 def sync(account_id, payload=None, full=False):

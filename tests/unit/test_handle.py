@@ -8,7 +8,7 @@ import time
 import pytest
 
 from celery_singleton_lock import LockLostError
-from celery_singleton_lock.handle import ExecutionLock
+from celery_singleton_lock.run.handle import ExecutionLock
 from celery_singleton_lock.store import Lease
 
 

@@ -9,13 +9,15 @@ from typing import Any, Iterator, List
 import pytest
 from celery import Celery
 
-from celery_singleton_lock import ConfigurationError, LockedTask, headers, newest
-from celery_singleton_lock.attempt import Attempt
-from celery_singleton_lock.decisions import Ignored, Requeue, Superseded
-from celery_singleton_lock.options import resolve_options
+from celery_singleton_lock import ConfigurationError, LockedTask
+from celery_singleton_lock.calls import headers
+from celery_singleton_lock.run import newest
+from celery_singleton_lock.run.attempt import Attempt
+from celery_singleton_lock.run.decisions import Ignored, Requeue, Superseded
+from celery_singleton_lock.config.options import resolve_options
 from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import MemoryBackend
-from celery_singleton_lock.supersede import debounce_wait
+from celery_singleton_lock.enqueue.supersede import debounce_wait
 from tests.support.published import published
 
 
@@ -114,7 +116,7 @@ def test_calls_a_restarted_store_forgot_wait_a_quiet_period_and_only_the_newest_
 @pytest.mark.parametrize("options", [dict(lock_debounce=0.5), dict(on_locked="replace", lock_scope="queued"),
                                      dict(on_locked="replace", lock_scope="queued_or_running")])
 def test_a_newest_call_digests_its_arguments_once(app, monkeypatch, options):
-    from celery_singleton_lock.arguments import ArgumentKey
+    from celery_singleton_lock.calls.arguments import ArgumentKey
     digested: List[Any] = []
     for_message = ArgumentKey.for_message
 

@@ -1,17 +1,21 @@
 """The package's layers, read from its sources with ``ast`` (the installed copy when a wheel is tested).
 
+- The package is a ladder of units (a sub-package, or a module at the root), :data:`LADDER`: a unit
+  imports only units on lower rungs, so no package imports one above it or beside it. ``cli/``
+  reads locks and never imports the execution side (``run/``, ``enqueue/``, ``worker/``), and
+  nothing imports ``demo/``.
 - The store (``celery_singleton_lock/store/``) stands alone: no Celery, kombu, billiard or click,
   and nothing of the package outside it.
 - Outside the store, only the names ``store/__init__.py`` exports are used, never a submodule.
-- The import graph has no cycle, imports inside functions included.
-- No module is longer than ``MAX_LINES``.
+- The import graph has no cycle of any kind: imports inside functions and under
+  ``if TYPE_CHECKING:`` count. A deferred import still ties two modules together, and a circle
+  only the type checker walks is still a circle in the design: the types a seam speaks in live
+  in the seam.
+- The root holds at most ``MAX_ROOT_MODULES`` modules, every sub-package says its role in its
+  ``__init__`` docstring, and no module is longer than ``MAX_LINES``.
 
-The two store rules count every import, in a function or under ``if TYPE_CHECKING:`` too; the cycle
-rule counts every import that can run (at module level, inside ``try`` or ``if``, inside a function):
-an import deferred into a function still ties the two modules together, it only hides the circle
-until that function runs. Only ``if TYPE_CHECKING:`` imports, which never run, are left out.
-
-Each rule is its own test, and a failure names the file, line and import (or the cycle) at fault.
+Every rule counts every import, in a function or under ``if TYPE_CHECKING:`` too. Each rule is its
+own test, and a failure names the file, line and import (or the cycle) at fault.
 """
 
 from __future__ import annotations
@@ -32,6 +36,26 @@ FORBIDDEN_IN_STORE = ("celery", "kombu", "billiard", "click")
 #: e.g. ``(f"{PACKAGE}.cli", f"{PACKAGE}.demo")``. None may today.
 STORE_SUBMODULES_ALLOWED_IN: Tuple[str, ...] = ()
 MAX_LINES = 300
+MAX_ROOT_MODULES = 8
+
+#: The rungs of the package, lowest first: a unit (a sub-package or a root module; ``""`` is the
+#: root's ``__init__``) may import units of lower rungs only.
+LADDER: Tuple[Tuple[str, ...], ...] = (
+    ("exceptions", "signals", "printable"),  # the package-wide basics
+    ("store",),  # the lock protocol, alone
+    ("config", "metrics"),  # settings and options; counting from the signals
+    ("calls",),  # what makes two calls the same
+    ("runtime",),  # what one app holds in one process
+    ("run",),  # one execution under its lock
+    ("enqueue",),  # the publishing side
+    ("task",),  # LockedTask
+    ("worker",),  # the worker's lifecycle
+    ("cli",),  # the operator's commands
+    ("", "__main__"),  # the public face and the command's entry
+    ("demo",),  # the demo: nothing imports it
+)
+#: Imports the ladder would allow but the design does not: (importer unit, imported unit).
+FORBIDDEN_UNITS = (("cli", "run"), ("cli", "enqueue"), ("cli", "worker"))
 
 
 def _package_dir() -> Path:
@@ -65,7 +89,7 @@ class Import:
     line: int
     text: str  # the statement as written, on one line
     target: str  # the module it names: a submodule when it imports one, else the module it takes names from
-    runs: bool  # can run: at module level or in a function (not under TYPE_CHECKING)
+    runs: bool  # can run: at module level or in a function (not under TYPE_CHECKING); every rule counts both
 
     def where(self) -> str:
         return f"{self.path.relative_to(ROOT.parent).as_posix()}:{self.line}: {self.text}"
@@ -162,10 +186,10 @@ def _runs_first(importer: str, target: str) -> Iterator[str]:
         yield module
 
 
-def _graph() -> Dict[str, Dict[str, Import]]:
+def _graph(imports: Iterable[Import] = IMPORTS) -> Dict[str, Dict[str, Import]]:
     graph: Dict[str, Dict[str, Import]] = {name: {} for name in MODULES}
-    for imp in IMPORTS:
-        if imp.runs and _within(imp.target, PACKAGE):
+    for imp in imports:
+        if _within(imp.target, PACKAGE):
             for module in _runs_first(imp.importer, imp.target):
                 graph[imp.importer].setdefault(module, imp)
     return graph
@@ -248,7 +272,7 @@ def test_no_module_is_longer_than_the_limit():
     _fail(f"modules longer than {MAX_LINES} lines", problems)
 
 
-def test_the_cycle_rule_sees_imports_in_functions_and_leaves_out_type_checking_ones():
+def test_the_rules_see_imports_in_functions_and_under_type_checking():
     source = ("import a\n"
               "if TYPE_CHECKING:\n    import b\n"
               "def f():\n    import c\n    if typing.TYPE_CHECKING:\n        import d\n"
@@ -256,3 +280,59 @@ def test_the_cycle_rule_sees_imports_in_functions_and_leaves_out_type_checking_o
     seen = {node.names[0].name if isinstance(node, ast.Import) else node.module: runs
             for node, runs in _statements([ast.parse(source)])}
     assert seen == {"a": True, "b": False, "c": True, "d": False, "e": True}
+
+
+def _unit(module: str) -> str:
+    """The ladder's unit a package module belongs to: its sub-package, its root module, or ``""``."""
+    return module[len(PACKAGE) + 1:].partition(".")[0] if module != PACKAGE else ""
+
+
+RUNG: Dict[str, int] = {unit: rung for rung, units in enumerate(LADDER) for unit in units}
+
+
+def test_every_module_sits_on_a_rung_of_the_ladder():
+    missing = sorted({_unit(name) for name in MODULES} - set(RUNG))
+    _fail("units of the package that the ladder does not place", missing)
+
+
+def _package_problems(imports: Iterable[Import]) -> List[str]:
+    problems = []
+    for imp in imports:
+        if not _within(imp.target, PACKAGE):
+            continue
+        src, dst = _unit(imp.importer), _unit(imp.target)
+        if src == dst or src not in RUNG or dst not in RUNG:
+            continue
+        if (src, dst) in FORBIDDEN_UNITS:
+            problems.append(f"{imp.where()}  ({src or 'the root'} may not import {dst})")
+        elif RUNG[dst] >= RUNG[src]:
+            where = "above" if RUNG[dst] > RUNG[src] else "beside"
+            problems.append(f"{imp.where()}  ({dst or 'the root'} sits {where} {src or 'the root'})")
+    return problems
+
+
+def test_no_package_imports_one_above_or_beside_it():
+    _fail("a package imports one that is not below it", _package_problems(IMPORTS))
+
+
+def test_the_package_rule_catches_an_upward_and_a_forbidden_import():
+    def fake(importer: str, target: str) -> Import:
+        return Import(f"{PACKAGE}.{importer}", ROOT / "x.py", 1, f"import {target}", f"{PACKAGE}.{target}", False)
+
+    problems = _package_problems([fake("store.keys", "run.attempt"), fake("cli.views", "run.policy"),
+                                  fake("run.policy", "store.keys")])
+    assert len(problems) == 2 and "sits above store" in problems[0] and "may not import run" in problems[1]
+
+
+def test_a_type_only_import_closes_a_cycle():
+    a, b = f"{PACKAGE}.store.keys", f"{PACKAGE}.store.lease"
+    imports = [Import(a, MODULES[a], 1, "from .lease import Lease", b, True),
+               Import(b, MODULES[b], 1, "from .keys import LockKeys  (under TYPE_CHECKING)", a, False)]
+    assert _components(_graph(imports)) == [[a, b]]
+
+
+def test_the_root_is_the_public_face_and_each_subpackage_says_its_role():
+    root = sorted(p.name for p in ROOT.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules at the package root: {root}"
+    silent = [p.parent.name for p in ROOT.glob("*/__init__.py") if not ast.get_docstring(ast.parse(p.read_text()))]
+    assert not silent, f"sub-packages without a role docstring: {silent}"

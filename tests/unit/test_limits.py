@@ -10,8 +10,8 @@ import pytest
 from celery import Celery
 
 from celery_singleton_lock import ConfigurationError, LockedTask
-from celery_singleton_lock.limits import window_countdown
-from celery_singleton_lock.options import resolve_options
+from celery_singleton_lock.calls.limits import window_countdown
+from celery_singleton_lock.config.options import resolve_options
 from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import Conflict, MemoryBackend
 

@@ -6,8 +6,8 @@ import pytest
 from celery import Celery
 
 from celery_singleton_lock import ConfigurationError, LockedTask
-from celery_singleton_lock.options import resolve_options
-from celery_singleton_lock.settings import resolve_settings
+from celery_singleton_lock.config.options import resolve_options
+from celery_singleton_lock.config.settings import resolve_settings
 
 
 def resolve(conf=None, **attrs):

@@ -50,11 +50,12 @@ import pytest
 from celery import Celery
 from celery.signals import before_task_publish
 
-from celery_singleton_lock import LockedTask, headers
-from celery_singleton_lock.attempt import Attempt
-from celery_singleton_lock.decisions import Decision, Fail, Ignored, Requeue, Run, Skip
+from celery_singleton_lock import LockedTask
+from celery_singleton_lock.calls import headers
+from celery_singleton_lock.run.attempt import Attempt
+from celery_singleton_lock.run.decisions import Decision, Fail, Ignored, Requeue, Run, Skip
 from celery_singleton_lock.exceptions import ConfigurationError, LockedError
-from celery_singleton_lock.policy import decide
+from celery_singleton_lock.run.policy import decide
 from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import Completion, Grant, Holder, LockKeys, MemoryBackend
 

@@ -1,6 +1,7 @@
 """The duplicate policy table covers exactly the ``on_locked`` values the options accept."""
 
-from celery_singleton_lock import options, policy
+from celery_singleton_lock.config import options
+from celery_singleton_lock.run import policy
 
 
 def test_every_on_locked_value_has_one_policy_and_every_policy_a_value():

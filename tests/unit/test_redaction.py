@@ -16,7 +16,7 @@ from celery import Celery
 
 import celery_singleton_lock  # noqa: F401 - installs the censoring of Celery's settings table
 from celery_singleton_lock.exceptions import ConfigurationError
-from celery_singleton_lock.settings import resolve_settings
+from celery_singleton_lock.config.settings import resolve_settings
 from celery_singleton_lock.store import redact, redact_options
 
 SECRET = "Xy7zzq"

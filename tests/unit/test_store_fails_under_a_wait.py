@@ -24,8 +24,9 @@ import redis
 from celery import Celery
 from celery.exceptions import Retry
 
-from celery_singleton_lock import ConfigurationError, LockBackendError, LockedTask, headers
-from celery_singleton_lock.run import run_guarded
+from celery_singleton_lock import ConfigurationError, LockBackendError, LockedTask
+from celery_singleton_lock.calls import headers
+from celery_singleton_lock.run.guarded import run_guarded
 from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import Grant, Holder, MemoryBackend
 from tests.support.published import published

@@ -1,0 +1,8 @@
+"""Configuration: the task options and app settings, read once, checked, and masked where Celery prints them.
+
+- ``options.py``: the task options (``lock_*``, ``on_lock*``), their app-wide defaults and checks.
+- ``settings.py``: the app settings (``singleton_lock_url``, prefix, client options, a backend object).
+- ``censor.py``: our settings masked wherever Celery prints settings.
+
+May import: ``exceptions``, ``store``.
+"""

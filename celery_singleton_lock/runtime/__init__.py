@@ -1,0 +1,11 @@
+"""What one app holds in one process: its lock store, its heartbeat, its watch over pool children.
+
+- ``lock_runtime.py``: the per-app machinery, built lazily after the fork.
+- ``childwatch.py``: the worker main process's watch over pool children that exit holding a lock.
+
+May import: ``exceptions``, ``signals``, ``store``, ``config``, ``metrics``, ``calls``.
+"""
+
+from .lock_runtime import LockRuntime, peek_runtime, runtime_for
+
+__all__ = ["LockRuntime", "runtime_for", "peek_runtime"]

@@ -1,0 +1,9 @@
+"""The worker's lifecycle: what its main process does around the executions.
+
+- ``receivers.py``: Celery signal receivers (start probe, revoke, shutdown).
+- ``request.py``: the worker-side request: the per-delivery token, releases for a child that died.
+- ``start_check.py``: the worker-start check of the lock store.
+
+May import: everything below it (``exceptions``, ``signals``, ``store``, ``config``, ``metrics``,
+``calls``, ``runtime``, ``run``) and ``task``.
+"""
