@@ -55,7 +55,7 @@ class LockedTask(Task):
 
     #: The worker-side request class: releases a lock from the main process
     #: when the pool child cannot (terminate, hard time limit, child killed).
-    Request = "celery_singleton_lock.request:LockedRequest"
+    Request = "celery_singleton_lock.worker.request:LockedRequest"
 
     lock_key: LockKeySpec = None
     lock_scope: Optional[str] = None
