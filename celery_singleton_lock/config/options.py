@@ -10,12 +10,14 @@ worker's start), so a wrong value never surfaces inside a running worker.
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from ..exceptions import ConfigurationError
+from ..store import MAX_DURATION_MS, MAX_LIMIT
 
-__all__ = ["LockOptions", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options", "OPTION_NAMES",
+__all__ = ["LockOptions", "MAX_SECONDS", "valid_limit", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options", "OPTION_NAMES",
            "SETTING_NAMES", "refuse_unknown_options"]
 
 SCOPES = ("running", "queued", "queued_or_running")
@@ -94,13 +96,30 @@ def _choice(task: str, name: str, value: Any, allowed: Sequence[str]) -> str:
     return value
 
 
+#: The longest duration an option may name (s): what the store keeps exactly (``MAX_DURATION_MS``).
+MAX_SECONDS = MAX_DURATION_MS // 1000
+
+
 def _seconds(task: str, name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """A duration in seconds. ``nan`` passes every comparison and infinity or a huge number would
+    overflow the store's clock arithmetic (a window of 1e16 s ends before it starts), so each is
+    refused here, naming the option, rather than met later inside a worker holding a lock."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(task, f"{name} must be a number of seconds, not {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _fail(task, f"{name}={value!r} is not a finite number of seconds")
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise _fail(task, f"{name}={value!r} must be {bound}")
+    if value > MAX_SECONDS:
+        raise _fail(task, f"{name}={value!r} is longer than the {MAX_SECONDS} s (about 31 years) the lock store "
+                          "counts exactly")
     return float(value)
+
+
+def valid_limit(value: Any) -> bool:
+    """Whether ``value`` is a ``lock_limit`` the store can keep: an int from 1 to ``MAX_LIMIT``."""
+    return not isinstance(value, bool) and isinstance(value, int) and 1 <= value <= MAX_LIMIT
 
 
 def refuse_unknown_options(task: str, attributes: Iterable[Tuple[str, Any]], allowed: Collection[str] = ()) -> None:
@@ -145,9 +164,9 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
     if retry_max is not None and (isinstance(retry_max, bool) or not isinstance(retry_max, int) or retry_max < 0):
         raise _fail(task, f"lock_retry_max must be None or an int >= 0, not {retry_max!r}")
     limit = pick("lock_limit")
-    if not callable(limit) and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise _fail(task, f"lock_limit must be an int >= 1 or a function of the call's arguments returning one, "
-                          f"not {limit!r}")
+    if not callable(limit) and not valid_limit(limit):
+        raise _fail(task, f"lock_limit must be an int from 1 to {MAX_LIMIT} or a function of the call's arguments "
+                          f"returning one, not {limit!r}")
     options = LockOptions(
         key=key,
         scope=scope,
