@@ -33,7 +33,7 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
     jitter) and return the ``Retry`` to raise; past ``lock_retry_max`` (counted tries only) the error
     to end with instead."""
     task, request, options = attempt.task, attempt.request, attempt.options
-    done = int(request.get(headers.RETRIES) or 0)
+    done = headers.retries(request)
     if counted and options.retry_max is not None and done >= options.retry_max:
         attempt.give_up_queue_slot()
         if conflict is None and exc is not None:
@@ -52,8 +52,9 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
         ours.update({headers.ENQUEUE_TOKEN: attempt.enqueue_token, headers.ENQUEUE_DIGEST: attempt.queued_digest})
     if attempt.after:
         ours[headers.AFTER] = attempt.after  # still the retry of that execution
-    if request.get(headers.GENERATION):
-        ours[headers.GENERATION] = request.get(headers.GENERATION)  # still that call: newest or not
+    generation = headers.generation(request)
+    if generation is not None:
+        ours[headers.GENERATION] = str(generation)  # still that call: newest or not
     message_headers = headers.library_headers(request.headers, ours)
     signature = task.signature_from_request(
         request, args, kwargs, countdown=countdown, retries=request.retries, headers=message_headers)
