@@ -1,7 +1,7 @@
 """App settings: where the lock store is, under which prefix, with which client options.
 
-Read from ``app.conf`` and checked once (when a task is bound, and when a worker
-starts): a URL that cannot name a Redis lock store, a quorum that lists one
+Read from ``app.conf`` (under the app's namespace too: ``CELERY_SINGLETON_LOCK_URL``) and
+checked when the app is finalized, when a task is bound and when a worker starts: a URL that cannot name a Redis lock store, a quorum that lists one
 server twice, or a misspelled ``singleton_lock_*`` setting is refused with an
 error that says what is wrong.
 """
@@ -15,10 +15,11 @@ from typing import Any, Dict, Mapping, Sequence, Tuple, Union
 from urllib.parse import parse_qsl, urlsplit
 
 from ..exceptions import ConfigurationError
-from .options import SETTING_NAMES
+from .namespace import spelled, written_settings
+from .options import SETTING_NAMES, check_app_defaults
 from ..store import LockBackend, ambiguous_credentials, redact, redact_options, split_urls
 
-__all__ = ["AppSettings", "resolve_settings", "broker_url"]
+__all__ = ["AppSettings", "resolve_settings", "check_written_settings", "broker_url"]
 
 
 @dataclass(frozen=True)
@@ -137,17 +138,30 @@ def _lock_url_from_broker(conf: Mapping[str, Any]) -> str:
 
 
 def _refuse_unknown_settings(conf: Mapping[str, Any]) -> None:
-    """A misspelled ``singleton_lock_*`` setting would leave the default in force without a word."""
-    for name in conf.keys():
-        if isinstance(name, str) and name.startswith("singleton_lock_") and name not in SETTING_NAMES:
+    """A misspelled ``singleton_lock_*`` setting would leave the default in force without a word;
+    it is named as written (``CELERY_SINGLETON_LOCK_TLL`` under Django's namespace)."""
+    for written, name in written_settings(conf):
+        if name not in SETTING_NAMES:
             close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.5)
-            hint = f"did you mean {close[0]}?" if close else f"the settings are {', '.join(SETTING_NAMES)}"
-            raise ConfigurationError(f"unknown setting app.conf.{name}: {hint}")
+            hint = (f"did you mean {spelled(conf, close[0], written)}?" if close
+                    else f"the settings are {', '.join(spelled(conf, one, written) for one in SETTING_NAMES)}")
+            where = written if written != name else f"app.conf.{name}"
+            raise ConfigurationError(f"unknown setting {where}: {hint}")
+
+
+def check_written_settings(conf: Mapping[str, Any]) -> None:
+    """The settings the user wrote, checked without opening anything: no misspelled name, and each
+    app-wide task default right on its own (a task that sets its own ``on_locked`` never reads a
+    wrong ``singleton_lock_on_locked``). Run when the app is finalized, before any task is bound,
+    and with every resolve (a task bound, a worker starting)."""
+    _refuse_unknown_settings(conf)
+    check_app_defaults(conf, {name: written if written != name else f"app.conf.{name}"
+                              for written, name in written_settings(conf)})
 
 
 def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
-    _refuse_unknown_settings(conf)
+    check_written_settings(conf)
     backend = conf.get("singleton_lock_backend")
     if backend is not None:
         return _with_backend(conf, backend)

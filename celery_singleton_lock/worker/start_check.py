@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple, Union
 
 from ..exceptions import ConfigurationError
-from ..config.settings import resolve_settings
+from ..config.settings import check_written_settings, resolve_settings
 from ..store import (STORE_ERRORS, KeyLayout, ProbeFailed, error_text, open_store, permanent_problem, probe_store,
                     redact, unverified_tls)
 from ..task import LockedTask
@@ -27,6 +27,7 @@ def check_lock_store(app: Any) -> Optional[str]:
     answers) or talked to over TLS that verifies nothing, ``None`` when all is
     well or the app has no locked task.
     """
+    check_written_settings(app.conf)  # whether or not a task reads them
     locked = [task for task in app.tasks.values() if isinstance(task, LockedTask)]
     if not locked:
         return None
