@@ -204,9 +204,9 @@ _BACKEND_METHODS = tuple(name for name, member in vars(LockBackend).items()
 
 
 def _with_backend(conf: Mapping[str, Any], backend: Any) -> AppSettings:
-    """``singleton_lock_backend``: a store object instead of a URL; both at once is refused."""
-    if conf.get("singleton_lock_url") is not None:
-        raise ConfigurationError("set singleton_lock_url or singleton_lock_backend, not both")
+    """``singleton_lock_backend``: a store object instead of a URL. Given beside a URL it wins: an
+    object can only be handed in code, on purpose (test settings over a project's settings that
+    name the deployed Redis), while the URL is usually inherited."""
     missing = [name for name in _BACKEND_METHODS if not callable(getattr(backend, name, None))]
     if missing:
         raise ConfigurationError(f"singleton_lock_backend {type(backend).__name__} is no lock backend: it lacks "
