@@ -56,7 +56,8 @@ def django_env(test_env, suite_servers, tmp_path_factory) -> Dict[str, str]:
     """The project's environment: the suite's Redis, and a migrated SQLite file of its own."""
     suite_servers.clean()
     database = str(tmp_path_factory.mktemp("django") / "db.sqlite3")
-    env = dict(test_env, CSL_DJANGO_DB=database,
+    env = dict(test_env, CSL_DJANGO_DB=database, BROKER_REDIS_URL=test_env["CSL_BROKER_URL"],
+               LOCK_REDIS_URL=test_env["CSL_LOCK_URL"],
                PYTHONPATH=os.pathsep.join(filter(None, [PROJECT, ROOT, os.environ.get("PYTHONPATH")])))
     _manage(env, "migrate", "-v0")
     with sqlite3.connect(database) as db:  # several processes write: readers never block the writer
@@ -141,7 +142,7 @@ def guarded_store() -> Iterator[RedisServer]:
 
 
 def test_celery_report_and_inspect_conf_mask_the_namespaced_lock_password(django_env, guarded_store):
-    env = dict(django_env, CSL_LOCK_URL=f"redis://:{PASSWORD}@127.0.0.1:{guarded_store.port}/0",
+    env = dict(django_env, LOCK_REDIS_URL=f"redis://:{PASSWORD}@127.0.0.1:{guarded_store.port}/0",
                CSL_LOCK_TRANSPORT_OPTIONS=json.dumps({"ssl_password": PASSWORD}))
     worker = Worker("proj", env, name=f"django-pw-{uuid.uuid4().hex[:6]}", pool="prefork", concurrency=1)
     try:

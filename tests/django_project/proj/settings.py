@@ -21,15 +21,17 @@ DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3",
                          "NAME": os.environ.get("CSL_DJANGO_DB", "/tmp/csl-django-test.sqlite3"),
                          "OPTIONS": {"timeout": 30}}}
 
-CELERY_BROKER_URL = os.environ.get("CSL_BROKER_URL", "redis://localhost:6379/15")
-CELERY_RESULT_BACKEND = "django-db"
-CELERY_RESULT_EXTENDED = True
+CELERY_BROKER_URL = os.environ.get("BROKER_REDIS_URL", "redis://localhost:6379/0")
+CELERY_RESULT_BACKEND = "django-db"     # django-celery-results
+CELERY_RESULT_EXTENDED = True           # task name, arguments and a duplicate's lock fields in each row
+CELERY_SINGLETON_LOCK_URL = os.environ.get("LOCK_REDIS_URL", "redis://localhost:6379/1")
+CELERY_SINGLETON_LOCK_TTL = 60          # app-wide default of every LockedTask's lock_ttl
+
+# the test suite's own: STARTED states to wait on, one message per worker process at a time
 CELERY_TASK_TRACK_STARTED = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
-
-CELERY_SINGLETON_LOCK_URL = os.environ.get("CSL_LOCK_URL", "redis://localhost:6379/14")
 CELERY_SINGLETON_LOCK_PREFIX = os.environ.get("CSL_TEST_PREFIX", "csltest")
 if os.environ.get("CSL_LOCK_TRANSPORT_OPTIONS"):
     CELERY_SINGLETON_LOCK_TRANSPORT_OPTIONS = json.loads(os.environ["CSL_LOCK_TRANSPORT_OPTIONS"])

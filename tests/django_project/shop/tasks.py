@@ -7,13 +7,14 @@ from celery_singleton_lock import LockedTask
 
 from .models import Order, ReportRun
 
-REPORT_EVERY = 2.0  # seconds: the PeriodicTask's interval
-
 
 @shared_task(base=LockedTask, lock_key=("order_id",))
 def sync_order(order_id, duration=0.0):
     time.sleep(duration)  # the work
     return Order.objects.get(pk=order_id).name
+
+
+REPORT_EVERY = 2.0  # seconds: the PeriodicTask's interval
 
 
 @shared_task(base=LockedTask, lock_scope="queued_or_running", lock_window=0.9 * REPORT_EVERY)
