@@ -11,7 +11,8 @@ Given the project's settings under Celery's ``CELERY`` namespace, django-celery-
   (``lock_scope="queued_or_running"``, ``lock_window=0.9 * period``) run it once per tick;
 - ``manage.py check`` refuses a misspelled or wrong ``CELERY_SINGLETON_LOCK_*`` setting;
 - the project's own tests pass on the test settings of docs/django.md (``MemoryBackend``, eager
-  mode) although its settings name a lock URL;
+  mode), and the README FAQ's two lines work over the project's settings, although both name a
+  lock URL;
 - ``celery report`` and ``celery inspect conf`` show no password of ``CELERY_SINGLETON_LOCK_URL``.
 """
 
@@ -130,7 +131,12 @@ def test_manage_py_check_refuses_a_wrong_lock_setting(django_env, name, value, m
 
 def test_the_projects_tests_pass_on_the_documented_test_settings(django_env):
     done = _manage(django_env, "test", "shop", "--settings=proj.settings_test", check=False)
-    assert done.returncode == 0 and "OK" in done.stderr, done.stderr
+    assert done.returncode == 0 and "OK" in done.stderr and "Ran 3 tests" in done.stderr, done.stderr
+
+
+def test_the_readme_faq_lines_work_over_the_projects_settings_with_a_lock_url(django_env):
+    done = _manage(django_env, "test", "shop.test_faq", check=False)
+    assert done.returncode == 0 and "OK" in done.stderr and "Ran 1 test" in done.stderr, done.stderr
 
 
 @pytest.fixture

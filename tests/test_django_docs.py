@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "django.md"
 PROJECT = ROOT / "tests" / "django_project"
 _BLOCK = re.compile(r"```python\n# ([\w/]+\.py)( \(excerpt\))?\n(.*?)```", re.S)
@@ -29,3 +29,13 @@ def test_each_recipe_is_the_projects_file_word_for_word(path, text):
 
 def test_the_readme_links_the_page():
     assert "(docs/django.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_faq_test_lines_are_the_ones_the_project_runs_over_its_settings():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    faq = readme[readme.index("**Unit tests without Redis?**"):]
+    lines = [line for line in faq.split("```python\n", 1)[1].split("```", 1)[0].splitlines() if line.strip()]
+    project_test = (PROJECT / "shop" / "test_faq.py").read_text(encoding="utf-8")
+    for line in lines[1:]:  # the import is the test module's too, above
+        assert line.strip() in project_test, line
+    assert lines[0] in project_test
