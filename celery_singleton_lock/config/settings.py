@@ -1,9 +1,10 @@
 """App settings: where the lock store is, under which prefix, with which client options.
 
 Read from ``app.conf`` (under the app's namespace too: ``CELERY_SINGLETON_LOCK_URL``) and
-checked when the app is finalized, when a task is bound and when a worker starts: a URL that cannot name a Redis lock store, a quorum that lists one
-server twice, or a misspelled ``singleton_lock_*`` setting is refused with an
-error that says what is wrong.
+checked when the app is finalized, when a task is bound and when a worker starts: a URL
+that cannot name a Redis lock store, a quorum that lists one server twice, or a misspelled
+``singleton_lock_*`` setting is refused with an error that says what is wrong, naming the
+key as it was written.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ Given the project's settings under Celery's ``CELERY`` namespace, django-celery-
 - an order saved in a transaction is synced after the commit (``transaction.on_commit``);
 - two beats publishing one ``PeriodicTask`` every 2 s with the README's recipe
   (``lock_scope="queued_or_running"``, ``lock_window=0.9 * period``) run it once per tick;
-- ``manage.py check`` refuses a misspelled or wrong ``CELERY_SINGLETON_LOCK_*`` setting;
+- ``manage.py check`` refuses a misspelled or wrong ``CELERY_SINGLETON_LOCK_*`` setting, and a
+  worker refuses to start on a misspelled one, naming it as written;
 - the project's own tests pass on the test settings of docs/django.md (``MemoryBackend``, eager
   mode), and the README FAQ's two lines work over the project's settings, although both name a
   lock URL;
@@ -127,6 +128,16 @@ def test_manage_py_check_refuses_a_wrong_lock_setting(django_env, name, value, m
     assert done.returncode == 1, done.stdout + done.stderr
     assert "celery_singleton_lock.E001" in done.stderr and message in done.stderr, done.stderr
     assert "no issues" in _manage(django_env, "check").stdout
+
+
+def test_a_worker_refuses_to_start_on_a_misspelled_namespaced_setting(django_env):
+    env = dict(django_env, DJANGO_SETTINGS_MODULE="proj.settings_wrong", CSL_WRONG_SETTING="CELERY_SINGLETON_LOCK_TLL",
+               CSL_WRONG_VALUE="5")
+    worker = Worker("proj", env, name=f"django-wrong-{uuid.uuid4().hex[:6]}", pool="prefork", concurrency=1)
+    with pytest.raises(RuntimeError, match="exited with"):
+        worker.start()
+    worker.stop()
+    assert "unknown setting CELERY_SINGLETON_LOCK_TLL: did you mean CELERY_SINGLETON_LOCK_TTL?" in worker.log()
 
 
 def test_the_projects_tests_pass_on_the_documented_test_settings(django_env):

@@ -53,8 +53,8 @@ def test_an_eager_duplicate_that_retries_spends_no_max_retries(retry_max):
     app.conf.task_always_eager = True
     seen = {}
 
-    @app.task(base=LockedTask, shared=False, bind=True, on_locked="retry", lock_retry_max=retry_max, lock_key=("account_id",),
-              max_retries=0)
+    @app.task(base=LockedTask, shared=False, bind=True, on_locked="retry", lock_retry_max=retry_max,
+              lock_key=("account_id",), max_retries=0)
     def sync(self, account_id, nested):
         if nested:
             inner = sync.delay(account_id, nested=False)  # a duplicate while this run holds the lock
