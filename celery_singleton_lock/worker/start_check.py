@@ -34,8 +34,13 @@ def check_lock_store(app: Any) -> Optional[str]:
     latest_wins = any(task.singleton_lock()[0].latest_wins for task in locked)
     placed = any(_has_places(task.singleton_lock()[0]) for task in locked)
     settings = resolve_settings(app.conf)
-    if settings.backend is not None:
-        return None  # a store object handed in (the in-memory backend): nothing to connect to
+    if settings.backend is not None:  # a store object handed in (the in-memory backend): nothing to connect to
+        url = app.conf.get("singleton_lock_url")
+        if url is None:
+            return None
+        return (f"singleton_lock_backend {type(settings.backend).__name__} is in use and singleton_lock_url "
+                f"{redact(url)!r} is ignored (a backend object wins over a URL: test settings); a worker "
+                "on an in-memory backend keeps nothing from running twice across processes")
     urls = settings.url if isinstance(settings.url, tuple) else (settings.url,)
     layout = KeyLayout(settings.prefix)
     problems, outages = [], []

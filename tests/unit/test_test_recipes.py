@@ -68,3 +68,18 @@ def test_an_eager_duplicate_that_retries_spends_no_max_retries(retry_max):
     assert "in eager mode a lock retry cannot wait for the holder" in str(seen["error"])
     assert seen["retries"] == 0
     assert sync.delay(7, nested=False).get() == 7  # the lock was freed: the next call runs
+
+
+def test_a_worker_started_on_a_backend_object_over_a_url_is_warned():
+    from celery_singleton_lock.worker.start_check import check_lock_store
+
+    app = _project_app()
+    app.conf.singleton_lock_backend = MemoryBackend()
+
+    @app.task(base=LockedTask, shared=False)
+    def refresh(account_id):
+        return account_id
+
+    warning = check_lock_store(app)
+    assert "singleton_lock_backend MemoryBackend is in use" in warning and "is ignored" in warning
+    assert ":pw@" not in warning
