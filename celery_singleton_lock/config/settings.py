@@ -131,9 +131,13 @@ def _lock_url_from_broker(conf: Mapping[str, Any]) -> str:
     broker = broker_url(conf)
     if _scheme(broker) in ("redis", "rediss", "unix", "socket"):
         return broker.split(";", 1)[0]
-    spelled = f"the broker {redact(broker)!r} is not Redis" if broker else "no broker URL is set"
+    why = f"the broker {redact(broker)!r} is not Redis" if broker else "no broker URL is set"
+    namespaced = spelled(conf, "singleton_lock_url", like=getattr(conf, "prefix", None) or None)
+    where = "app.conf.singleton_lock_url"
+    if namespaced != "singleton_lock_url":
+        where += f" ({namespaced} in the settings)"
     raise ConfigurationError(
-        f"singleton_lock_url is not set and {spelled}: set app.conf.singleton_lock_url to the Redis URL that "
+        f"singleton_lock_url is not set and {why}: set {where} to the Redis URL that "
         "every worker and publisher shares (a localhost default would be a different Redis on every host, "
         "and keep nothing from running twice across hosts)")
 

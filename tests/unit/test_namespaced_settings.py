@@ -87,3 +87,10 @@ def test_namespaced_secrets_are_masked_where_celery_prints_settings():
     for text in (shown, repr(table), repr(resolve_settings(app.conf))):
         assert "hunter2" not in text and "hunter3" not in text and "keypass" not in text
     assert "lock-host" in shown and "socket_timeout" in shown
+
+
+def test_a_missing_lock_url_is_named_as_the_settings_spell_it():
+    app = _app()  # a memory:// broker, no lock URL
+    with pytest.raises(ConfigurationError, match=r"set app.conf.singleton_lock_url \(CELERY_SINGLETON_LOCK_URL in "
+                                                 r"the settings\)"):
+        resolve_settings(app.conf)
