@@ -45,6 +45,9 @@ class Holder:
     #: The call behind the lock, when the app stores one (``singleton_lock_describe``); written
     #: after the task id.
     describe: str = ""
+    #: The task that made the call, when its keys are made under another name (``lock_name``, a
+    #: shared lock held in a task's body); written after the description. ``""``: the key's name.
+    task: str = ""
 
 
 @dataclass(frozen=True)
