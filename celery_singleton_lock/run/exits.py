@@ -234,7 +234,8 @@ def release_all(app: Any, why: str) -> None:
     for lease in leases:
         handle = lease.context
         task_name = getattr(handle, "task_name", None)
-        signals.lock_released.send(sender=app.tasks.get(task_name) if task_name else None, key=lease.key,
+        sender = getattr(handle, "sender", None) or (app.tasks.get(task_name) if task_name else None)
+        signals.lock_released.send(sender=sender, key=lease.key,
                                    task_id=getattr(handle, "task_id", None), released=True, exit="shutdown",
                                    description=_description(lease))
     runtime.renewer.close(timeout=1.0)
