@@ -8,7 +8,8 @@ of its own, ``<tmp>/celery-singleton-lock-<uid>/<main pid>/<pid>``, rewritten (w
 rename) as a hold starts and ends. When the process dies, the main process reads the file
 and releases each hold by its token: a hold the process gave back already is a harmless
 no-op. Only pool processes keep the file (:func:`enable` runs at ``worker_process_init``);
-a script or a web process, which no main process watches, writes nothing.
+a script or a web process, which no main process watches, writes nothing. The directory
+is the user's alone (mode 0700): a token lets its bearer release the place.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .. import signals
 from ..store import STORE_ERRORS, LockBackend, error_text
 
-__all__ = ["enable", "note", "drop", "release_holds_of", "forget_all", "directory", "Named"]
+__all__ = ["enable", "note", "drop", "release_holds_of", "forget_all", "prune_dead", "directory", "Named"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -49,8 +50,15 @@ def directory(main_pid: int) -> str:
 def _private(path: str) -> bool:
     """Make ``path`` (and its parent) a directory only this user reads; ``False`` when it is another's."""
     try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         os.makedirs(path, mode=0o700, exist_ok=True)
-        return all(os.stat(p).st_uid == os.getuid() for p in (path, os.path.dirname(path)))
+        for where in (os.path.dirname(path), path):
+            status = os.stat(where)
+            if status.st_uid != os.getuid():
+                return False
+            if status.st_mode & 0o077:  # made by an older version, or under another umask
+                os.chmod(where, 0o700)
+        return True
     except OSError:
         return False
 
@@ -84,7 +92,8 @@ def _write() -> None:
         return
     text = "".join(f"{name}\t{key}\t{token}\n" for token, (key, name) in _HOLDS.items())
     try:
-        with open(_PATH + ".tmp", "w", encoding="utf-8") as handle:
+        with open(os.open(_PATH + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
+                  encoding="utf-8") as handle:
             handle.write(text)
         os.replace(_PATH + ".tmp", _PATH)
     except OSError as exc:
@@ -126,6 +135,18 @@ def release_holds_of(store: LockBackend, app: Any, pid: int, why: str,
             signals.lock_released.send(sender=sender(name, app), key=key, task_id=None, released=True,
                                        exit="child_death", description=None)
     return sum(bool(done) for done in released)
+
+
+def prune_dead() -> None:
+    """Remove the notes of workers whose main process is gone (killed: nobody removed them)."""
+    parent = os.path.dirname(directory(os.getpid()))
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        if name.isdigit() and int(name) != os.getpid() and not os.path.exists(f"/proc/{name}"):
+            forget_all(int(name))
 
 
 def forget_all(main_pid: int) -> None:

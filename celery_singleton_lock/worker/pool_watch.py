@@ -37,6 +37,7 @@ def watch_pool(app: Any, consumer: Any) -> None:
     watch = runtime_for(app).child_watch
     if not watch.supported:
         return
+    holds.prune_dead()
     for process in list(getattr(inner, "_pool", ()) or ()):
         if getattr(process, "pid", None):
             watch.watch_child(process.pid)
