@@ -6,8 +6,11 @@ its place) and from the lock Redis itself.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 from collections import defaultdict
 from typing import Dict, List
 
@@ -170,3 +173,32 @@ def test_a_hold_in_a_plain_process_works_and_is_released_on_exceptions(shared_pr
     # then its place is given back at once
     assert _held(lock_redis, "web-request") == 0
     runtime_for(shared_proj.app).close()
+
+
+def _locks(*args: str) -> list:
+    """``celery locks list --json`` as an operator runs it, on this module's app."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-m", "celery", "-A", APP, "locks", "list", "--json", *args],
+                          capture_output=True, text=True, cwd=root, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_celery_locks_names_the_task_that_made_each_call_and_finds_it_by_task_or_by_name(
+        shared_proj, start_worker, events_redis, lock_redis):
+    # Given sync_account(7) holding the "account" lock, and a plain task holding a "long-held" place
+    start_worker(concurrency=2, app=APP)
+    results = [shared_proj.sync_account.delay(7, duration=10), shared_proj.hold_long.delay(duration=10)]
+    wait_for(lambda: len(lock_keys(lock_redis)) == 2, 20, what="both held")
+    sync, hold = shared_proj.sync_account.name, shared_proj.hold_long.name
+    # then the list names the task that made each call, and the name its key is under
+    every = {(r["task"], r["name"]) for r in _locks()}
+    assert every == {(sync, "account"), (hold, "long-held")}
+    # and --task finds a call by the task that made it, or every call under a shared name
+    assert [r["task"] for r in _locks("--task", sync)] == [sync]
+    assert [r["task"] for r in _locks("--task", "account")] == [sync]
+    assert [r["name"] for r in _locks("--task", "long-held")] == ["long-held"]
+    assert _locks("--task", shared_proj.delete_account.name) == []
+    for result in results:
+        result.revoke(terminate=True)
