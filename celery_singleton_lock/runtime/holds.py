@@ -33,6 +33,19 @@ _HOLDS: Dict[str, Tuple[str, str]] = {}
 _PATH: Optional[str] = None
 
 
+def _after_fork() -> None:
+    """A forked process has none of its parent's holds, and a mutex another thread held at the fork
+    would never be let go of: both start afresh (its own file is named by :func:`enable`)."""
+    global _MUTEX, _PATH
+    _MUTEX = threading.Lock()
+    _HOLDS.clear()
+    _PATH = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class Named:
     """A signal's sender for a hold the main process releases: what receivers read of a ``SharedLock``."""
 
@@ -68,7 +81,6 @@ def enable(main_pid: int) -> None:
     global _PATH
     where = directory(main_pid)
     with _MUTEX:
-        _HOLDS.clear()  # a forked process starts with no holds of its own
         _PATH = os.path.join(where, str(os.getpid())) if _private(where) else None
         _write()
 
