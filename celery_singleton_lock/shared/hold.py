@@ -44,7 +44,7 @@ class Hold:
             raise RuntimeError(f"{self.lock.where}: a hold is one block; call hold() again for another")
         lock, runtime = self.lock, self.runtime
         tuning = lock.tuning(runtime.app)
-        task = running_task(lock)
+        task = running_task()
         if lock.on_locked == "retry" and task is None:
             refuse_outside_a_task(lock)
         keys = lock.keys(runtime, self.values)

@@ -22,7 +22,7 @@ from ..store import Conflict
 __all__ = ["requeue_running_task", "running_task", "refuse_outside_a_task"]
 
 
-def running_task(lock: Any) -> Any:
+def running_task() -> Any:
     """The Celery task whose body runs in this thread, or ``None`` (a script, a web request)."""
     from celery import current_task
 

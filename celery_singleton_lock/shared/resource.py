@@ -70,7 +70,9 @@ class SharedLock:
         #: The app named at construction (``None``: Celery's current app, when a block runs). Signal
         #: receivers (the metrics) read it as they read a task's.
         self._app = app
+        self._limit = Limit(self.limit, int(round(self.window * 1000)))
         self._tuned: Dict[int, Tuple[Any, Tuning]] = {}
+        self._bare: Dict[int, Tuple[LockRuntime, LockKeys]] = {}  # the name alone's keys, per runtime
         self._blocks = threading.local()  # ``with lock:``: each thread's open holds, innermost last
         if app is not None:
             self._refuse_unsupported(app)
@@ -89,7 +91,7 @@ class SharedLock:
     @property
     def place_limit(self) -> Limit:
         """The store's limit: ``Limit(1, 0)`` is the singleton lock's exact path."""
-        return Limit(self.limit, int(round(self.window * 1000)))
+        return self._limit
 
     def tuning(self, app: Any) -> Tuning:
         """The lease and wait timings under ``app`` (read once per app; checked as a task's are)."""
@@ -109,6 +111,14 @@ class SharedLock:
 
     def keys(self, runtime: LockRuntime, values: Tuple[Any, ...]) -> LockKeys:
         """The keys of the place ``values`` name, under the name, encoded as a task's arguments are."""
+        if not values:  # the commonest hold (``with lock:``): its keys are made once per runtime
+            known = self._bare.get(id(runtime))
+            if known is None or known[0] is not runtime:
+                known = self._bare[id(runtime)] = (runtime, self._keys(runtime, values))
+            return known[1]
+        return self._keys(runtime, values)
+
+    def _keys(self, runtime: LockRuntime, values: Tuple[Any, ...]) -> LockKeys:
         try:
             text = canonical_json(list(values), where="key value")
         except (TypeError, ValueError) as exc:
