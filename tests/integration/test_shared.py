@@ -84,10 +84,11 @@ def test_two_tasks_sharing_a_lock_name_never_overlap_per_key_and_do_across_keys(
     wait_for(lambda: not lock_keys(lock_redis), 10, what="every lock to go")
 
 
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
 def test_a_shared_lock_of_2_in_three_plain_tasks_is_reached_and_never_exceeded(shared_proj, start_worker,
-                                                                              events_redis, lock_redis):
-    # Given six pool processes
-    start_worker(concurrency=6, app=APP)
+                                                                              events_redis, lock_redis, pool):
+    # Given six pool processes (or threads of one process)
+    start_worker(pool=pool, concurrency=6, app=APP)
     # When three plain tasks, 18 calls in all, each hold "payments-api" (limit 2, on_locked="wait")
     tasks = (shared_proj.charge_card, shared_proj.refund_card, shared_proj.capture_card)
     results = [task.delay() for task in tasks for _ in range(6)]

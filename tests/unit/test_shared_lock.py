@@ -278,3 +278,11 @@ def test_the_main_process_gives_back_what_a_dead_pool_process_noted(tmp_path, mo
     finally:
         monkeypatch.setattr(holds, "_PATH", None)
         holds._HOLDS.clear()
+
+
+def test_the_app_that_describes_its_calls_names_the_key_values():
+    store = MemoryBackend()
+    lock = SharedLock("tenant", app=_app(store, singleton_lock_describe=True))
+    with lock.hold(42, "eu") as held:
+        assert store.holder(held.key)["describe"] == "42, 'eu'"
+        assert held.description == "42, 'eu'"
