@@ -20,6 +20,7 @@ import redis
 from celery_singleton_lock.store import KeyLayout, RedisBackend, connect
 from celery_singleton_lock.store import Holder, new_token
 
+from .blocks import block_variants
 from .stats import Series, interleave
 
 __all__ = ["run_micro", "RAW_FLOOR", "OURS", "OURS_FENCED", "OURS_QOR", "count_sends"]
@@ -120,6 +121,7 @@ def _variants(url: str, extra_urls: Sequence[str]) -> Dict[str, Tuple[Cycle, Cal
         lock.release()
 
     out["redis-py Lock"] = (redis_py, nothing)
+    out.update(block_variants(url, plain))  # a lock held as a block in a body, SharedLock's beside the peers'
 
     try:
         import redis_lock

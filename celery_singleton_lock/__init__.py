@@ -1,6 +1,7 @@
 """celery-singleton-lock: one run at a time per distinct arguments, guarded by Redis.
 
-``@app.task(base=LockedTask)`` is the whole set-up; see the README for options.
+``@app.task(base=LockedTask)`` is the whole set-up; ``SharedLock("name", limit=N)`` holds
+places on a named resource in any block of code. See the README for options.
 """
 
 from .exceptions import (
@@ -14,6 +15,7 @@ from .exceptions import (
 )
 from .config.censor import install_censor as _install_censor
 from .run.handle import ExecutionLock
+from .shared import SharedLock
 from .printable import install_log_filter as _install_log_filter
 from .worker.receivers import connect_receivers as _connect_receivers
 from .signals import lock_acquired, lock_conflict, lock_lost, lock_released, lock_store_error, lock_waited
@@ -21,6 +23,7 @@ from .task import LockedTask
 
 __all__ = [
     "LockedTask",
+    "SharedLock",
     "ExecutionLock",
     "SingletonLockError",
     "ConfigurationError",

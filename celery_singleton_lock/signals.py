@@ -1,7 +1,9 @@
 """Celery-style signals sent by the library; connect to them as to Celery's own.
 
 Every signal's ``sender`` is the task object (``None`` when it is not known
-where the signal fires, for example in a shutdown hook).
+where the signal fires, for example in a shutdown hook); for a ``SharedLock`` hold it is the
+``SharedLock`` (its ``name`` is what the metrics count it under), ``task_id`` the running task's
+id when the block runs in one, and ``lock_conflict``'s ``at`` is ``"hold"``.
 
 ``lock_acquired(sender, key, task_id, lock, acquire_seconds)``
     a task took its lock (``lock`` is the ``self.lock`` handle, with ``fencing_token``);

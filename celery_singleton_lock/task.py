@@ -30,6 +30,7 @@ from .exceptions import LockedError
 from .run.handle import ExecutionLock
 from .calls.limits import refuse_unsupported
 from .config.options import LockOptions, refuse_unknown_options, resolve_options
+from .config.sharing import refuse_disagreeing
 from .config.settings import resolve_settings
 from .enqueue.publish import CallOptions, publish_locked
 from .enqueue.refusals import publish_digest
@@ -69,6 +70,7 @@ class LockedTask(Task):
     on_lock_error: Optional[str] = None
     lock_limit: Any = None
     lock_window: Optional[float] = None
+    lock_name: Optional[str] = None
 
     _singleton_lock_resolved: ClassVar[Optional[Tuple[Any, LockOptions, ArgumentKey]]] = None
 
@@ -91,6 +93,7 @@ class LockedTask(Task):
         supersede.refuse_without_generations(cls.name, options, settings)
         refuse_unsupported(cls.name, options, settings)
         argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key, strict=cls.typing is not False)
+        refuse_disagreeing([*_sharing(app, cls.name, options.key_name(cls.name)), (cls.name, options)])
         cls._singleton_lock_resolved = (app, options, argument_key)
         if options.on_locked == "raise" and not issubclass(LockedError, tuple(cls.throws)):
             # A duplicate refused is an expected outcome: the worker logs one line, not a traceback.
@@ -162,6 +165,16 @@ class LockedTask(Task):
             return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow, **options)
 
         return publish_locked(self, args or (), kwargs or {}, task_id, CallOptions(options, link), publish, digest)
+
+
+def _sharing(app: Any, task: str, name: str) -> Iterator[Tuple[str, LockOptions]]:
+    """The tasks of ``app`` already resolved whose locks are under ``name`` (the registry as it is:
+    reading ``app.tasks`` would finalize the app from inside a task's binding)."""
+    for other in list(getattr(app, "_tasks", {}).values()):
+        resolved = type(other).__dict__.get("_singleton_lock_resolved")
+        if (isinstance(other, LockedTask) and other.name != task and resolved is not None
+                and resolved[0] is app and resolved[1].key_name(other.name) == name):
+            yield other.name, resolved[1]
 
 
 def _own_attributes(cls: type) -> Iterator[Tuple[str, Any]]:

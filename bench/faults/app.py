@@ -1,9 +1,10 @@
-"""The workload: three ``LockedTask`` tasks whose bodies make fenced writes and record themselves.
+"""The workload: three ``LockedTask`` tasks whose bodies make fenced writes and record themselves
+(or, with ``shared``, three plain tasks whose bodies hold a ``SharedLock`` place per item).
 
 Configured by ``FAULTS_CONFIG`` (JSON, set by the runner for itself and its workers):
 ``broker``, ``results``, ``lock`` (a URL or a list of them: a quorum), ``history``,
 ``downstream``, ``queue``, ``visibility_timeout``, ``body`` ([min, max] seconds) and
-``mid_write``. Every body reads ``self.lock.fencing_token`` once, writes to the
+``mid_write`` (and ``limit``, ``window``, ``shared``). Every body reads ``self.lock.fencing_token`` once, writes to the
 downstream store at its start (claiming the key for its fence), half-way when
 ``mid_write``, and at its end; each write records the fence, whether it was accepted
 and whether ``self.lock.lost`` was set at that moment.
@@ -20,7 +21,7 @@ from typing import Any, Optional
 
 from celery import Celery
 
-from celery_singleton_lock import LockedTask, LockLostError
+from celery_singleton_lock import LockedTask, LockLostError, SharedLock
 from celery_singleton_lock.signals import lock_conflict, lock_lost
 
 from .downstream import FencedStore
@@ -60,22 +61,24 @@ def _downstream() -> FencedStore:
     return _store
 
 
-def _write(task: Any, key: str, fence: int, execution: str, at: str) -> None:
-    lost = task.lock.lost  # what the holder knew before this write
+def _write(lock: Any, key: str, fence: int, execution: str, at: str) -> None:
+    lost = lock.lost  # what the holder knew before this write
     moment = time.time()
     accepted, last = _downstream().write(key, fence)
     recorder.add("writes", {"exec": execution, "key": key, "t": moment, "fence": fence, "accepted": accepted,
                             "last": last, "lost": lost, "at": at})
 
 
-def body(task: Any, item: int) -> str:
-    """The guarded work: a start record, fenced writes around a sleep, an end record."""
-    key = f"{task.name}:{item}"
+def body(task: Any, item: int, lock: Any = None, key: Optional[str] = None) -> str:
+    """The guarded work: a start record, fenced writes around a sleep, an end record. ``lock``: the
+    handle guarding it (the task's own lock by default; a ``SharedLock`` place in the shared rows)."""
+    lock = lock if lock is not None else task.lock
+    key = key or f"{task.name}:{item}"
     execution = uuid.uuid4().hex
     record = {"exec": execution, "key": key, "task_id": task.request.id, "worker": task.request.hostname,
-              "pid": os.getpid(), "token": task.lock.token, "start": time.time()}
+              "pid": os.getpid(), "token": lock.token, "start": time.time()}
     try:
-        record["fence"] = task.lock.fencing_token
+        record["fence"] = lock.fencing_token
     except LockLostError:  # lost before its first write: no write may be made
         record["fence"] = None
         recorder.add("starts", record)
@@ -84,14 +87,14 @@ def body(task: Any, item: int) -> str:
     recorder.add("starts", record)
     low, high = CONFIG.get("body", (0.05, 0.3))
     duration = random.uniform(low, high)
-    _write(task, key, record["fence"], execution, "start")
+    _write(lock, key, record["fence"], execution, "start")
     if CONFIG.get("mid_write"):
         time.sleep(duration / 2)
-        _write(task, key, record["fence"], execution, "mid")
+        _write(lock, key, record["fence"], execution, "mid")
         time.sleep(duration / 2)
     else:
         time.sleep(duration)
-    _write(task, key, record["fence"], execution, "end")
+    _write(lock, key, record["fence"], execution, "end")
     recorder.add("ends", {"exec": execution, "end": time.time()})
     return "ran"
 
@@ -117,6 +120,31 @@ def retrying(self: Any, item: int, seq: int) -> str:
 
 
 TASKS = (running, queued_or_running, retrying)
+
+if CONFIG.get("shared"):
+    # The shared rows: plain tasks whose bodies hold one SharedLock place per item, whichever task
+    # they are; full, one waits, one re-queues itself, one fails with LockedError.
+    app.conf.singleton_lock_retry_delay = 1
+    _SHARED = {policy: SharedLock("faults-shared", limit=LIMIT, window=WINDOW, ttl=TTL, on_locked=policy,
+                                  wait_timeout=30) for policy in ("wait", "retry", "raise")}
+
+    def _shared_body(task: Any, item: int, policy: str) -> str:
+        with _SHARED[policy].hold(item) as held:
+            return body(task, item, held, f"shared:{item}")
+
+    @app.task(bind=True, name="faults.shared_wait")
+    def shared_wait(self: Any, item: int, seq: int) -> str:
+        return _shared_body(self, item, "wait")
+
+    @app.task(bind=True, name="faults.shared_retry")
+    def shared_retry(self: Any, item: int, seq: int) -> str:
+        return _shared_body(self, item, "retry")
+
+    @app.task(bind=True, name="faults.shared_raise")
+    def shared_raise(self: Any, item: int, seq: int) -> str:
+        return _shared_body(self, item, "raise")
+
+    TASKS = (shared_wait, shared_retry, shared_raise)
 
 
 @lock_conflict.connect(weak=False, dispatch_uid="faults.conflict")

@@ -29,6 +29,7 @@ class Fault:
     load: float = 1.0  # share of the size's messages (long bodies run fewer)
     limit: int = 1  # the workload's `lock_limit`
     window: float = 0.0  # the workload's `lock_window`, seconds
+    shared: bool = False  # plain tasks holding a `SharedLock` of `limit` places in their bodies
     note: str = ""
 
     @property
@@ -114,4 +115,17 @@ FAULTS += [
           note="a restart without data forgets the windows of runs that already ended (docs/guarantees.md: "
                "\"a window whose place was lost is not kept\"): starts over the window's count after a "
                "restart whose older holders had ended are not told, by design"),
+]
+
+_SHARED = ("`SharedLock(limit=2)` held in three plain tasks' bodies (on_locked wait, retry and raise): at most 2 "
+           "holders of an item at once, a 3rd only where an older holder was told it lost its place")
+
+FAULTS += [
+    Fault("shared-kill-child", "`SharedLock`: SIGKILL a pool child every 2-5 s", "kill_child",
+          _SHARED + "; a killed child's place is given back at once by its worker's main process", limit=2,
+          shared=True),
+    Fault("shared-pause-worker", "`SharedLock`: SIGSTOP a worker 4.5-6 s, then SIGCONT", "pause_worker",
+          _SHARED + "; a paused holder's place expires and it learns so on resume", limit=2, shared=True),
+    Fault("shared-restart-store", "`SharedLock`: lock store restarted empty every 8-14 s", "restart_store",
+          _SHARED + "; live holders take their places back, fences keep increasing", limit=2, shared=True),
 ]

@@ -56,7 +56,8 @@ class Topology:
         return {"broker": broker, "results": self.url(1), "history": self.url(2), "downstream": self.url(3),
                 "lock": locks if len(locks) > 1 else locks[0], "queue": self.queue,
                 "visibility_timeout": self.fault.visibility_timeout, "body": list(self.fault.body),
-                "mid_write": self.fault.mid_write, "limit": self.fault.limit, "window": self.fault.window}
+                "mid_write": self.fault.mid_write, "limit": self.fault.limit, "window": self.fault.window,
+                "shared": self.fault.shared}
 
     def environment(self) -> Dict[str, str]:
         return {"FAULTS_CONFIG": json.dumps(self.config())}

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..exceptions import ConfigurationError
 
-__all__ = ["SETTING", "MAX_CHARS", "describe_enabled", "describe_call"]
+__all__ = ["SETTING", "MAX_CHARS", "describe_enabled", "describe_call", "describe_values"]
 
 SETTING = "singleton_lock_describe"
 #: The longest description stored with a lock (an ellipsis ends a longer one).
@@ -48,3 +48,11 @@ def describe_call(argument_key: Any, args: Sequence[Any], kwargs: Mapping[str, A
         return _cap(deciding, MAX_CHARS)
     return _cap(", ".join(f"{name}={_cap(repr(value), _VALUE_CHARS)}" for name, value in deciding.items()),
                 MAX_CHARS)
+
+
+def describe_values(values: Sequence[Any]) -> Optional[str]:
+    """The key values of a shared hold (``SharedLock.hold(42, "eu")``: ``42, 'eu'``), capped;
+    ``None`` for a hold of the name alone."""
+    if not values:
+        return None
+    return _cap(", ".join(_cap(repr(value), _VALUE_CHARS) for value in values), MAX_CHARS)

@@ -27,7 +27,7 @@ import functools
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, TypeVar
 
 import click
 import redis
@@ -129,6 +129,20 @@ def _holders(runtime: LockRuntime, key: str) -> List[LockRecord]:
     return found
 
 
+def _scan(ctx: click.Context, runtime: LockRuntime, task: Optional[str]) -> Iterator[LockRecord]:
+    """The locks of ``task`` (every lock when ``None``): those made by that task, whatever name its
+    keys are under (``lock_name``), and those under that name (a shared one: every task's)."""
+    if task is None:
+        yield from scan_locks(_client(runtime), runtime.layout)
+        return
+    made_by = ctx.obj.app.tasks.get(task)
+    resolved = getattr(made_by, "singleton_lock", None)
+    name = resolved()[0].key_name(task) if callable(resolved) else task
+    for record in scan_locks(_client(runtime), runtime.layout, name):
+        if task in (record.task, record.name):
+            yield record
+
+
 # -- the commands -----------------------------------------------------------------------------------
 @click.group(name="locks")
 @click.pass_context
@@ -138,7 +152,8 @@ def locks(ctx: click.Context) -> None:
 
 
 @locks.command(name="list")
-@click.option("--task", "task", default=None, help="Only the locks of this task name.")
+@click.option("--task", "task", default=None,
+              help="Only the locks this task made, or those under this lock name (lock_name, a SharedLock).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array, for scripts.")
 @click.option("--watch", "every", type=click.FloatRange(min=0.1), default=None, is_flag=False, flag_value=2.0,
               help="Refresh every N seconds (2 when N is left out), like top, until Ctrl-C.")
@@ -152,8 +167,7 @@ def list_(ctx: click.Context, task: Optional[str], as_json: bool, every: Optiona
         raise click.UsageError("--watch redraws the table; --json is for scripts: use one of them")
 
     def render() -> str:
-        records: List[LockRecord] = sorted(scan_locks(_client(runtime), runtime.layout, task),
-                                           key=lambda r: (r.task, r.since_ms or 0))
+        records: List[LockRecord] = sorted(_scan(ctx, runtime, task), key=lambda r: (r.task, r.since_ms or 0))
         if as_json:
             return json.dumps([_public(r) for r in records], indent=2)
         if records:
@@ -216,7 +230,7 @@ def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bo
             click.echo(f"{key}: every place is released; only its window keeps them (nothing to clear)", err=True)
         sys.exit(0 if results and all(r.cleared for r in results) else 1)
     cleared = kept = 0
-    for record in scan_locks(_client(runtime), runtime.layout, task):
+    for record in _scan(ctx, runtime, task):
         if record.live:
             kept += 1
             continue

@@ -59,7 +59,9 @@ def show_lines(record: LockRecord) -> List[str]:
     """``locks show``'s lines for one lock, or one place of a key."""
     shown = _released(record) if record.state == "released" else state(record)
     return [f"{label:>15}: {printable(value)}" for label, value in (
-        ("key", record.key), ("task", record.task), ("digest", record.digest),
+        ("key", record.key), ("task", record.task),
+        *((("lock name", record.name),) if record.name and record.name != record.task else ()),
+        ("digest", record.digest),
         ("call", record.describe or "- (not described: app.conf.singleton_lock_describe is off)"),
         ("state", shown),
         ("holder task id", record.task_id or "?"), ("host", record.host or "?"), ("pid", record.pid or "?"),

@@ -41,7 +41,10 @@ _OPTIONS: Dict[str, Tuple[str, Any]] = {
     "lock_limit": ("singleton_lock_limit", 1),
     "lock_window": ("singleton_lock_window", 0.0),
 }
-OPTION_NAMES = tuple(_OPTIONS)
+#: Options that have no app-wide default: ``lock_name`` names one lock, an app-wide value would
+#: make every task share it.
+_TASK_ONLY = ("lock_name",)
+OPTION_NAMES = (*_OPTIONS, *_TASK_ONLY)
 #: Every ``app.conf`` setting of the library; any other ``singleton_lock_*`` key is a typo.
 SETTING_NAMES = ("singleton_lock_url", "singleton_lock_prefix", "singleton_lock_transport_options",
                  "singleton_lock_backend", "singleton_lock_metrics_port", "singleton_lock_metrics_registry",
@@ -73,6 +76,13 @@ class LockOptions:
     #: Trailing-edge debounce (seconds), and how long a burst may last at most; ``None``: unset.
     debounce: Optional[float] = None
     debounce_max: Optional[float] = None
+    #: The name the task's lock keys are made under (``lock_name``; ``""``: the task's own name).
+    #: Tasks with the same name and equal key values share one lock.
+    name: str = ""
+
+    def key_name(self, task: str) -> str:
+        """The name the lock keys of ``task`` are made under."""
+        return self.name or task
 
     @property
     def latest_wins(self) -> bool:
@@ -213,6 +223,7 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
         debounce_max=debounce_max,
         limit=limit,
         window=_seconds(task, "lock_window", pick("lock_window"), allow_zero=True),
+        name=_lock_name(task, attrs("lock_name")),
     )
     if on_locked == "replace" and scope == "running" and debounce is None:
         raise _fail(task, 'on_locked="replace" needs lock_scope="queued" or "queued_or_running" (with '
@@ -222,6 +233,15 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
                           "apply_async would block the caller until the queued copy has run; "
                           'use "skip", "raise" or "retry"')
     return options
+
+
+def _lock_name(task: str, value: Any) -> str:
+    """``lock_name``: a non-empty string, the task's own name when unset."""
+    if value is None:
+        return task
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(task, f"lock_name must be a non-empty str (the name of the lock the task shares), not {value!r}")
+    return value
 
 
 def _debounce(task: str, debounce: Any, debounce_max: Any) -> Tuple[Optional[float], Optional[float]]:

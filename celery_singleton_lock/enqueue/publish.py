@@ -152,11 +152,12 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
 
     runtime = runtime_for(task.app)
     limit = call_limit(task.name, options, args, kwargs)
-    keys = call_keys(runtime.layout.keys(task.name, digest, options.scope), limit)
+    keys = call_keys(runtime.layout.keys(options.key_name(task.name), digest, options.scope), limit)
     requested_id, task_id = task_id, task_id or uuid()
     token = new_token()
     holder = Holder(task_id=task_id, host=runtime.hostname, pid=os.getpid(), since_ms=int(time.time() * 1000),
-                    heartbeat_ms=int(options.heartbeat * 1000))
+                    heartbeat_ms=int(options.heartbeat * 1000),
+                    task="" if options.key_name(task.name) == task.name else task.name)
     # The lock waits in the queue as long as the message may: lock_queue_ttl past its eta.
     queue_ttl_ms = int((options.queue_ttl + call.delay()) * 1000)
     named = {headers.ENQUEUE_TOKEN: token, headers.ENQUEUE_DIGEST: digest}

@@ -80,7 +80,7 @@ def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id
     call = CallOptions(options)
     digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
     runtime = runtime_for(task.app)
-    key = runtime.layout.keys(task.name, digest, lock_options.scope).generation
+    key = runtime.layout.keys(lock_options.key_name(task.name), digest, lock_options.scope).generation
     task_id = task_id or uuid()
     delay = call.delay()
     generations = runtime.store.generations

@@ -12,7 +12,7 @@ import os
 import time
 import weakref
 from bisect import bisect_left
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from prometheus_client.utils import floatToGoString
 
@@ -138,7 +138,9 @@ class LockMetrics:
         self._tasks: Dict[str, _TaskSeries] = {}
         #: (key, task id) -> (its series, when it was taken, whether it is a place): the locks this
         #: process holds.
-        self._holding: Dict[Tuple[str, Optional[str]], Tuple[_TaskSeries, float, bool]] = {}
+        #: Who holds what, for the held gauges and hold times: a list per (key, task id), since one
+        #: task (or a process outside any task) may hold several places of one key (``SharedLock``).
+        self._holding: Dict[Tuple[str, Optional[str]], List[Tuple[_TaskSeries, float, bool]]] = {}
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _after_fork(ref))
 
@@ -152,9 +154,9 @@ class LockMetrics:
     def on_acquired(self, task: str, key: str, task_id: Optional[str], acquire_seconds: Optional[float]) -> None:
         series = self._tasks.get(task) or self._series(task)
         placed = is_places(key)
-        self._holding[(key, task_id)] = (series, time.monotonic(), placed)
         tally = self.tally
         with tally.lock:
+            self._holding.setdefault((key, task_id), []).append((series, time.monotonic(), placed))
             tally.counters.values[series.acquired] += 1
             gauges = tally.gauges.values
             gauges[series.held] += 1
@@ -166,9 +168,12 @@ class LockMetrics:
     def on_released(self, task: str, key: str, task_id: Optional[str], exit: str, released: bool = True) -> None:
         """A holder let go; a lock that was no longer its own is no release (``on_lost`` counts it)."""
         series = self._tasks.get(task) or self._series(task)
-        held = self._holding.pop((key, task_id), None)
         tally = self.tally
         with tally.lock:
+            holders = self._holding.get((key, task_id))
+            held = holders.pop(0) if holders else None
+            if holders is not None and not holders:
+                del self._holding[(key, task_id)]
             if released:
                 index = series.by_exit.get(exit)
                 if index is None:

@@ -166,7 +166,7 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
         runtime = runtime_for(task.app)
         options = task.singleton_lock()[0]
         digest = task.lock_digest(args, kwargs)
-        keys = call_keys(runtime.layout.keys(task.name, digest, options.scope,
+        keys = call_keys(runtime.layout.keys(options.key_name(task.name), digest, options.scope,
                                              headers.enqueue_digest(fields, lambda: digest)),
                          call_limit(task.name, options, args, kwargs))
         items: List[Tuple[str, ...]] = [(keys.lock, fields[headers.TOKEN], "running")]
@@ -204,7 +204,7 @@ def release_enqueue_lock(task: Any, task_id: Any, fields: Any, why: str) -> bool
         digest = headers.enqueue_digest(fields, lambda: task.lock_digest(fields.get("args") or (),
                                                                            fields.get("kwargs") or {}))
         options = task.singleton_lock()[0]
-        key = call_keys(runtime.layout.keys(task.name, digest, options.scope),
+        key = call_keys(runtime.layout.keys(options.key_name(task.name), digest, options.scope),
                         call_limit(task.name, options, fields.get("args") or (), fields.get("kwargs") or {})).queued
         # Only while it is still queued: under queued_or_running a self.retry() message carries the
         # running token of the execution that sent it, whose lock this must never delete.
@@ -234,7 +234,8 @@ def release_all(app: Any, why: str) -> None:
     for lease in leases:
         handle = lease.context
         task_name = getattr(handle, "task_name", None)
-        signals.lock_released.send(sender=app.tasks.get(task_name) if task_name else None, key=lease.key,
+        sender = getattr(handle, "sender", None) or (app.tasks.get(task_name) if task_name else None)
+        signals.lock_released.send(sender=sender, key=lease.key,
                                    task_id=getattr(handle, "task_id", None), released=True, exit="shutdown",
                                    description=_description(lease))
     runtime.renewer.close(timeout=1.0)

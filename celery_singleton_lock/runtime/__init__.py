@@ -2,6 +2,7 @@
 
 - ``lock_runtime.py``: the per-app machinery, built lazily after the fork.
 - ``childwatch.py``: the worker main process's watch over pool children that exit holding a lock.
+- ``holds.py``: the shared holds a pool process notes for its main process to give back if it dies.
 
 May import: ``exceptions``, ``signals``, ``store``, ``config``, ``metrics``, ``calls``.
 """

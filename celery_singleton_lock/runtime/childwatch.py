@@ -21,7 +21,7 @@ import logging
 import os
 import select
 import threading
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set
 
 __all__ = ["ChildWatch"]
 
@@ -63,7 +63,9 @@ class ChildWatch:
 
     supported = hasattr(os, "pidfd_open")
 
-    def __init__(self) -> None:
+    def __init__(self, on_exit: Optional[Callable[[int], None]] = None) -> None:
+        #: Called with the pid of every watched child that exits, whatever it ran (its shared holds).
+        self._on_exit = on_exit
         self._lock = threading.Lock()
         self._watched: Dict[int, List[Any]] = {}  # pid -> [pidfd, the request it accepted last or None]
         self._not_children: Set[int] = set()  # pids that are not processes of ours
@@ -96,6 +98,13 @@ class ChildWatch:
                 self._thread = threading.Thread(target=self._run, name="singleton-lock-childwatch", daemon=True)
                 self._thread.start()
         os.write(self._wake_w, b"w")
+
+    def watch_child(self, pid: int) -> None:
+        """Watch pool process ``pid`` from its start, whatever tasks it runs (its shared holds)."""
+        with self._lock:
+            if pid in self._watched:
+                return
+        self.watch(pid, None)
 
     def forget(self, pid: int, request: Any) -> None:
         """The request ended and its lock was dealt with: nothing to do for it any more."""
@@ -143,6 +152,11 @@ class ChildWatch:
             del self._watched[pid]
             os.close(fd)
             request: Optional[Any] = entry[1]
+        if self._on_exit is not None:
+            try:
+                self._on_exit(pid)
+            except Exception:
+                logger.exception("singleton lock: releasing the shared holds of exited pool process %s failed", pid)
         if request is None:
             return
         try:

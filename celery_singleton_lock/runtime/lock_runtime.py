@@ -14,6 +14,7 @@ import threading
 from typing import Any, Optional
 
 from .. import signals
+from . import holds
 from .childwatch import ChildWatch
 from ..calls.describe import describe_enabled
 from ..metrics import enable_metrics
@@ -52,8 +53,11 @@ class LockRuntime:
     def child_watch(self) -> ChildWatch:
         """The worker main process's watch over pool children (created on first use)."""
         if self._child_watch is None:
-            self._child_watch = ChildWatch()
+            self._child_watch = ChildWatch(on_exit=self._release_holds_of)
         return self._child_watch
+
+    def _release_holds_of(self, pid: int) -> None:
+        holds.release_holds_of(self.store, self.app, pid, f"pool process {pid} exited")
 
     def report_lost(self, lease: Lease, reason: str) -> None:
         """Log at ERROR and send ``lock_lost``: the body ran (or runs) without its lock."""
@@ -62,7 +66,7 @@ class LockRuntime:
         task_id = getattr(handle, "task_id", "?")
         logger.error("singleton lock LOST: task %s[%s] key %s: %s; the body keeps running unguarded "
                      "(check self.lock.lost or self.lock.check())", task_name, task_id, lease.key, reason)
-        task = self.app.tasks.get(task_name) if task_name != "?" else None
+        task = getattr(handle, "sender", None) or (self.app.tasks.get(task_name) if task_name != "?" else None)
         signals.lock_lost.send(sender=task, key=lease.key, task_id=task_id, reason=reason, lock=handle,
                                description=getattr(handle, "description", None))
 

@@ -81,6 +81,8 @@ class LockRecord:
     limit: Optional[int] = None      # ... of how many (see admin_places.py)
     window_ms: Optional[int] = None  # how long its window still keeps the place
     released_ms: Optional[int] = None  # a released place: how long ago it was released (None: not known)
+    name: str = ""            # the name the key is made under: the task's, or a shared one (lock_name,
+                              # a SharedLock); ``task`` is then the task that made the call, if one did
 
     @property
     def live(self) -> bool:
@@ -112,11 +114,12 @@ def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, n
     host, pid_ns = fields.get("host", ""), fields.get("pid_ns", "")
     verdict = judge(state, ttl_ms, pttl_ms, heartbeat_ms, host, pid, pid_ns, reader)
     return LockRecord(
-        key=key, task=task, digest=digest, kind=kind, state=state, task_id=fields.get("task_id", ""),
+        key=key, task=fields.get("task") or task, digest=digest, kind=kind, state=state,
+        task_id=fields.get("task_id", ""),
         host=host, pid=pid, since_ms=since_ms, age_ms=now_ms - since_ms if since_ms else None,
         ttl_ms=ttl_ms, pttl_ms=pttl_ms, heartbeat_ms=heartbeat_ms, since_renewal_ms=verdict.since_renewal_ms,
         token=fields["token"], stale=verdict.stale, lost=verdict.lost, reason=verdict.reason, pid_ns=pid_ns,
-        describe=fields.get("describe", ""))
+        describe=fields.get("describe", ""), name=task)
 
 
 def _foreign(layout: KeyLayout, key: str, holds: str, pttl_ms: int) -> Optional[LockRecord]:
@@ -130,7 +133,7 @@ def _foreign(layout: KeyLayout, key: str, holds: str, pttl_ms: int) -> Optional[
     return LockRecord(
         key=key, task=task, digest=digest, kind=kind, state=foreign.STATE, task_id="", host="", pid=None,
         since_ms=None, age_ms=None, ttl_ms=None, pttl_ms=pttl_ms, heartbeat_ms=None, since_renewal_ms=None,
-        token="", stale=True, lost=False,
+        token="", stale=True, lost=False, name=task,
         reason=(f"not a lock: {what} that this library did not write ({expiry}); every call of these arguments "
                 "meets it as a holder until it is cleared"), holds=holds)
 

@@ -46,6 +46,18 @@ class Holder:
     #: The call behind the lock, when the app stores one (``singleton_lock_describe``); written
     #: after the task id.
     describe: str = ""
+    #: The task that made the call, when its keys are made under another name (``lock_name``, a
+    #: shared lock held in a task's body); written after the description. ``""``: the key's name.
+    task: str = ""
+    #: Whether another place of the key under the same task id is this call's twin (a second
+    #: delivery of one message: refused, see :mod:`.places`). A shared hold (``SharedLock``) is
+    #: not its task's delivery: one task may hold several places of a key, from nested blocks or threads.
+    twins: bool = True
+
+    @property
+    def twin_id(self) -> str:
+        """The task id a places key compares against its other places' (``""``: none)."""
+        return self.task_id if self.twins else ""
 
 
 #: The longest duration the store keeps (ms): its times are the server's clock in ms plus a

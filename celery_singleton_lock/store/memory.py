@@ -101,7 +101,7 @@ class MemoryBackend:
                                   "host": holder.host, "pid": str(holder.pid), "pid_ns": holder.pid_ns,
                                   "since": str(holder.since_ms),
                                   "ttl": str(ttl_ms), "hb": str(holder.heartbeat_ms), "state": state,
-                                  "redelivered": "", "describe": holder.describe},
+                                  "redelivered": "", "describe": holder.describe, "task": holder.task},
                                  self._now_ms() + ttl_ms, awaited)
         return GRANT
 

@@ -127,7 +127,7 @@ class MemoryPlaces:
             if seen.mine.state == state:
                 return GRANT
             return self._refused(token, seen.mine, len(seen.others), None, limit.count, True)
-        twin = seen.twin(holder.task_id)
+        twin = seen.twin(holder.twin_id)
         if twin is not None:
             return self._refused(*twin, len(seen.others), None, limit.count, False)
         if len(seen.others) >= limit.count:

@@ -12,7 +12,8 @@ and ``ttl`` are ms, ``since`` ms since the epoch (the holder's clock); ``pid`` i
 ``/<namespace>`` when the holder's PID namespace is known (:mod:`.pid_namespace`; a reader
 that expects a number finds none, and judges nothing by it). The task id comes
 last because it is the one field that may contain spaces; when the app describes its
-calls (``singleton_lock_describe``) a tab and the description follow it. The scripts read only the
+calls (``singleton_lock_describe``) a tab and the description follow it, and when the call's task
+is not the key's name (``lock_name``, a shared lock) another tab and the task's name. The scripts read only the
 first three fields (``^(%S+) (%S+) (%S+)``) and the task id; a lock a renewal took back
 after a restart carries its first five fields only.
 """
@@ -56,8 +57,11 @@ def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
 
 def who(holder: Holder) -> str:
     """A value's last part: the holder's task id (a tab in it made a space), then a tab and the
-    call's description when the app stores one (kept to one line)."""
+    call's description when the app stores one (kept to one line), then a tab and the task that
+    made the call when its keys are under another name (``lock_name``)."""
     task_id = _TAB.sub(" ", holder.task_id)
+    if holder.task:
+        return f"{task_id}\t{_BREAKS.sub(' ', holder.describe)}\t{_BREAKS.sub(' ', holder.task)}"
     return f"{task_id}\t{_BREAKS.sub(' ', holder.describe)}" if holder.describe else task_id
 
 
@@ -77,6 +81,7 @@ def decode(value: Any, names: Sequence[str] = FIELDS) -> Dict[str, str]:
     fields["redelivered"] = "1" if "r" in fields.pop("flags") else ""
     fields["pid"], _, fields["pid_ns"] = fields["pid"].partition("/")
     fields["task_id"], _, fields["describe"] = fields["task_id"].partition("\t")
+    fields["describe"], _, fields["task"] = fields["describe"].partition("\t")
     return fields
 
 

@@ -18,6 +18,7 @@ from ..config.settings import check_written_settings
 from ..exceptions import ConfigurationError
 from ..run.exits import release_all, release_enqueue_lock
 from ..metrics import serve_worker_metrics, stop_worker_metrics
+from .pool_watch import forget_pool, in_pool_process, watch_pool
 from .start_check import check_lock_store
 
 __all__ = ["connect_receivers"]
@@ -52,6 +53,21 @@ def on_app_finalize(app: Any) -> None:
     check_written_settings(app.conf)
 
 
+def on_worker_ready(sender: Any = None, **kwargs: Any) -> None:
+    """Main process, the pool started: watch its processes for the shared holds they may die in."""
+    app = getattr(sender, "app", None) or current_app
+    try:
+        watch_pool(app, sender)
+    except Exception:
+        logger.exception("singleton lock: watching the pool's processes failed; a shared hold of a pool process "
+                         "that dies ends within its ttl")
+
+
+def on_worker_process_init(sender: Any = None, **kwargs: Any) -> None:
+    """A prefork pool process starts: it notes its shared holds where its main process reads them."""
+    in_pool_process()
+
+
 def on_worker_shutdown(sender: Any = None, **kwargs: Any) -> None:
     """Main process, end of shutdown: free what in-flight executions still hold."""
     from celery.worker import state
@@ -64,6 +80,7 @@ def on_worker_shutdown(sender: Any = None, **kwargs: Any) -> None:
     app = getattr(sender, "app", None) or current_app
     release_all(app, "worker shutdown")
     stop_worker_metrics(app)
+    forget_pool()
 
 
 def on_worker_process_shutdown(sender: Any = None, **kwargs: Any) -> None:
@@ -131,6 +148,10 @@ def connect_receivers() -> None:
                                                dispatch_uid="celery_singleton_lock.celeryd_after_setup")
     celery_signals.task_revoked.connect(on_task_revoked, weak=False,
                                         dispatch_uid="celery_singleton_lock.task_revoked")
+    celery_signals.worker_ready.connect(on_worker_ready, weak=False,
+                                        dispatch_uid="celery_singleton_lock.worker_ready")
+    celery_signals.worker_process_init.connect(on_worker_process_init, weak=False,
+                                               dispatch_uid="celery_singleton_lock.worker_process_init")
     celery_signals.worker_shutdown.connect(on_worker_shutdown, weak=False,
                                            dispatch_uid="celery_singleton_lock.worker_shutdown")
     celery_signals.worker_process_shutdown.connect(on_worker_process_shutdown, weak=False,

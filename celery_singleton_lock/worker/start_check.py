@@ -11,6 +11,7 @@ from typing import Any, Optional, Tuple, Union
 
 from ..exceptions import ConfigurationError
 from ..config.settings import check_written_settings, resolve_settings
+from ..config.sharing import refuse_disagreeing
 from ..store import (STORE_ERRORS, KeyLayout, ProbeFailed, error_text, open_store, permanent_problem, probe_store,
                     redact, unverified_tls)
 from ..task import LockedTask
@@ -22,7 +23,8 @@ def check_lock_store(app: Any) -> Optional[str]:
     """Probe the app's lock store once, as a worker starts (see :mod:`.store.probe`).
 
     Raises :class:`ConfigurationError` when it is set up wrong (on any master of a
-    quorum): that does not pass by waiting. Returns a warning when it is merely
+    quorum), or when tasks sharing a ``lock_name`` disagree on the lock's shape: that
+    does not pass by waiting. Returns a warning when it is merely
     unreachable (the worker may start: tasks follow ``on_lock_error`` until it
     answers) or talked to over TLS that verifies nothing, ``None`` when all is
     well or the app has no locked task.
@@ -31,6 +33,7 @@ def check_lock_store(app: Any) -> Optional[str]:
     locked = [task for task in app.tasks.values() if isinstance(task, LockedTask)]
     if not locked:
         return None
+    refuse_disagreeing((task.name, task.singleton_lock()[0]) for task in locked)
     latest_wins = any(task.singleton_lock()[0].latest_wins for task in locked)
     placed = any(_has_places(task.singleton_lock()[0]) for task in locked)
     settings = resolve_settings(app.conf)

@@ -199,3 +199,30 @@ def test_a_keys_places_share_its_slot_and_keep_their_limit_on_the_cluster(store)
     assert store.renew([(key, token, 5000) for key, token in items]) == expected
     assert store.release_many(items) == expected
     assert all(store.holder(one.lock) is None for one in keys)
+
+
+def test_a_shared_lock_holds_its_places_on_the_cluster_each_key_in_one_slot(cluster):
+    from celery import Celery
+
+    from celery_singleton_lock import LockedError, SharedLock
+    from celery_singleton_lock.runtime import runtime_for
+
+    app = Celery("shared_on_cluster", set_as_current=False)
+    app.conf.update(singleton_lock_url=cluster.url, singleton_lock_prefix="cslsh")
+    lock = SharedLock("tenant", limit=2, on_locked="raise", app=app)
+    try:
+        # Given holds of several tenants (their keys spread over the masters), two places each
+        for tenant in range(8):
+            with lock.hold(tenant) as first, lock.hold(tenant) as second:
+                store = runtime_for(app).store
+                assert store.client.keyslot(first.key) == store.client.keyslot(first.key[:-len(":places")] + ":x")
+                fences = first.fencing_token, second.fencing_token  # asked in this order
+                assert fences[1] > fences[0]
+                # then a third place of the tenant is refused, two of two taken
+                with pytest.raises(LockedError, match="2 of 2 places taken"):
+                    with lock.hold(tenant):
+                        pass
+            # and every place is given back
+            assert runtime_for(app).store.holder(first.key) is None
+    finally:
+        runtime_for(app).close()

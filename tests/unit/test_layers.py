@@ -48,6 +48,7 @@ LADDER: Tuple[Tuple[str, ...], ...] = (
     ("calls",),  # what makes two calls the same
     ("runtime",),  # what one app holds in one process
     ("run",),  # one execution under its lock
+    ("shared",),  # places on a named resource, held as a block in any code
     ("enqueue",),  # the publishing side
     ("task",),  # LockedTask
     ("worker",),  # the worker's lifecycle

@@ -252,3 +252,25 @@ def test_a_scrape_that_asks_for_some_names_finds_the_librarys(app: Celery, regis
 
     with pytest.raises(ValueError):
         Counter("singleton_lock_acquired", "clash", registry=registry)
+
+
+def test_a_shared_lock_is_counted_under_its_name_each_of_its_places_apart(app: Celery,
+                                                                         registry: CollectorRegistry) -> None:
+    from celery_singleton_lock import LockedError, SharedLock
+
+    lock = SharedLock("payments-api", limit=2, on_locked="raise", app=app)
+    # Given two places of one key held by one process (outside any task), and a third refused
+    with lock.hold():
+        with lock.hold():
+            assert _value(registry, "singleton_lock_held", task="payments-api") == 2
+            assert _value(registry, "singleton_lock_places_in_use", task="payments-api") == 2
+            with pytest.raises(LockedError):
+                with lock.hold():
+                    pass
+        assert _value(registry, "singleton_lock_held", task="payments-api") == 1
+    # then each is counted under the lock's name, and given back one by one
+    assert _value(registry, "singleton_lock_held", task="payments-api") == 0
+    assert _value(registry, "singleton_lock_acquired_total", task="payments-api") == 2
+    assert _value(registry, "singleton_lock_released_total", task="payments-api", exit="success") == 2
+    assert _value(registry, "singleton_lock_duplicates_total", task="payments-api", outcome="raised", at="hold") == 1
+    assert _value(registry, "singleton_lock_held_seconds_count", task="payments-api") == 2

@@ -1,0 +1,153 @@
+"""``SharedLock``: N places on a named resource, held as a block in any code.
+
+::
+
+    payments = SharedLock("payments-api", limit=5)          # 5 at once, across every worker
+    partner = SharedLock("partner", limit=100, window=60)   # 100 starts a minute
+
+    @app.task
+    def charge(customer_id):
+        with payments.hold() as held:       # held.key, .token, .fencing_token, .lost, .check()
+            ...
+        with SharedLock("tenant").hold(customer_id):   # one place per key value
+            ...
+
+A shared lock is a task's lock with a name of its own: its keys are made under the name as
+a task's are under its name (``lock_name``), its key values encoded as a task's arguments
+are, so the places, the window, the renewal, the release by token and the operator's view
+are the ones a task's lock has. Defining one costs nothing: the app (``app``, else Celery's
+current app) is read when a block first takes a place.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+from celery import current_app
+
+from ..calls.encoding import canonical_json, digest
+from ..config.settings import resolve_settings
+from ..exceptions import ConfigurationError, UnencodableArgumentError
+from ..runtime.lock_runtime import LockRuntime, runtime_for
+from ..store import QUORUM_LIMIT, Limit, LockKeys, keeps_one_place, limited
+from .hold import Hold
+from .held import HeldPlace
+from .tuning import Tuning, seconds, tune
+
+__all__ = ["SharedLock", "ON_LOCKED"]
+
+#: What a hold does when every place of its key is taken (see :mod:`.take`).
+ON_LOCKED = ("wait", "raise", "retry")
+
+
+class SharedLock:
+    """Places on the resource ``name``: at most ``limit`` holders of one key at once, each place
+    kept at least ``window`` seconds after it was taken.
+
+    ``hold(*key_values)`` is one block's place (``with lock.hold(account_id) as held:``); ``with
+    lock:`` is ``lock.hold()``. ``ttl`` and ``wait_timeout`` default to the app's
+    ``singleton_lock_ttl`` and ``singleton_lock_wait_timeout``.
+    """
+
+    def __init__(self, name: str, *, limit: int = 1, window: float = 0, ttl: Optional[float] = None,
+                 on_locked: str = "wait", wait_timeout: Optional[float] = None, app: Any = None) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(f"SharedLock: the name must be a non-empty str, not {name!r}")
+        where = f"shared lock {name!r}"
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigurationError(f"{where}: limit must be an int >= 1, not {limit!r}", task=name)
+        if on_locked not in ON_LOCKED:
+            raise ConfigurationError(f"{where}: on_locked={on_locked!r} is not one of "
+                                     f"{', '.join(map(repr, ON_LOCKED))}", task=name)
+        self.name = name
+        self.limit = limit
+        self.window = seconds(where, "window", window, allow_zero=True)
+        self.ttl = None if ttl is None else seconds(where, "ttl", ttl)
+        self.on_locked = on_locked
+        self.wait_timeout = None if wait_timeout is None else seconds(where, "wait_timeout", wait_timeout,
+                                                                       allow_zero=True)
+        #: The app named at construction (``None``: Celery's current app, when a block runs). Signal
+        #: receivers (the metrics) read it as they read a task's.
+        self._app = app
+        self._limit = Limit(self.limit, int(round(self.window * 1000)))
+        self._tuned: Dict[int, Tuple[Any, Tuning]] = {}
+        self._bare: Dict[int, Tuple[LockRuntime, LockKeys]] = {}  # the name alone's keys, per runtime
+        self._blocks = threading.local()  # ``with lock:``: each thread's open holds, innermost last
+        if app is not None:
+            self._refuse_unsupported(app)
+
+    # -- what the resource is under an app ------------------------------------------------------------
+    @property
+    def app(self) -> Any:
+        """The app whose lock store keeps the places."""
+        return self._app if self._app is not None else current_app._get_current_object()
+
+    @property
+    def where(self) -> str:
+        """How messages name this lock."""
+        return f"shared lock {self.name!r}"
+
+    @property
+    def place_limit(self) -> Limit:
+        """The store's limit: ``Limit(1, 0)`` is the singleton lock's exact path."""
+        return self._limit
+
+    def tuning(self, app: Any) -> Tuning:
+        """The lease and wait timings under ``app`` (read once per app; checked as a task's are)."""
+        known = self._tuned.get(id(app))
+        if known is None or known[0] is not app:
+            self._refuse_unsupported(app)
+            known = (app, tune(self.where, app.conf, self.ttl, self.wait_timeout))
+            self._tuned[id(app)] = known
+        return known[1]
+
+    def _refuse_unsupported(self, app: Any) -> None:
+        """A quorum of masters keeps one place per key: ``limit > 1`` is refused there, as ``lock_limit`` is."""
+        settings = resolve_settings(app.conf)
+        if self.limit > 1 and keeps_one_place(settings.url, settings.backend):
+            raise ConfigurationError(f"{self.where}: limit={self.limit!r} with a quorum lock store: {QUORUM_LIMIT}",
+                                     task=self.name)
+
+    def keys(self, runtime: LockRuntime, values: Tuple[Any, ...]) -> LockKeys:
+        """The keys of the place ``values`` name, under the name, encoded as a task's arguments are."""
+        if not values:  # the commonest hold (``with lock:``): its keys are made once per runtime
+            known = self._bare.get(id(runtime))
+            if known is None or known[0] is not runtime:
+                known = self._bare[id(runtime)] = (runtime, self._keys(runtime, values))
+            return known[1]
+        return self._keys(runtime, values)
+
+    def _keys(self, runtime: LockRuntime, values: Tuple[Any, ...]) -> LockKeys:
+        try:
+            text = canonical_json(list(values), where="key value")
+        except (TypeError, ValueError) as exc:
+            raise UnencodableArgumentError(
+                f"{self.where}: a key value cannot be used in a lock key ({exc}); pass JSON-like values (str, int, "
+                "float, bool, None, list, dict, set, datetime, date, time, UUID, Decimal, bytes)", task=self.name,
+            ) from exc
+        return limited(runtime.layout.keys(self.name, digest(text), "running"), self.place_limit)
+
+    # -- the blocks ----------------------------------------------------------------------------------
+    def hold(self, *key_values: Any) -> Hold:
+        """One place of the key ``name`` + ``key_values``, for one ``with`` block."""
+        return Hold(self, key_values, runtime_for(self.app))
+
+    def __enter__(self) -> HeldPlace:
+        hold = self.hold()
+        held = hold.__enter__()
+        self._open().append(hold)
+        return held
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._open().pop().__exit__(*exc_info)
+
+    def _open(self) -> List[Hold]:
+        stack = getattr(self._blocks, "stack", None)
+        if stack is None:
+            stack = self._blocks.stack = []
+        return stack
+
+    def __repr__(self) -> str:
+        window = f", window={self.window:g}" if self.window else ""
+        return f"<SharedLock {self.name!r} limit={self.limit}{window} on_locked={self.on_locked!r}>"

@@ -1,0 +1,130 @@
+"""Taking a place for a block, and what a block does when every place of its key is taken.
+
+=========  ==================================================================================
+on_locked  a block that meets a full key
+=========  ==================================================================================
+wait       blocks until a place frees, woken by the release (or the end of the soonest window,
+           or of a dead holder's lease: no polling), for at most ``wait_timeout``; then
+           :class:`LockedError`
+raise      :class:`LockedError` at once
+retry      inside a running Celery task: the task goes back to its queue for when a place
+           should free (``Retry``; its ``max_retries`` is not spent); outside a task it is a
+           :class:`ConfigurationError`, raised before anything is asked
+=========  ==================================================================================
+
+A store that neither grants nor refuses raises :class:`LockBackendError` (an outage: the
+block did not run) or :class:`ConfigurationError` (the store refused: set up wrong).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, NoReturn, Tuple, Union
+
+from .. import signals
+from ..exceptions import ConfigurationError, LockBackendError, LockedError
+from ..run.taken import places_taken
+from ..store import STORE_ERRORS, Conflict, Grant, LockBackend, RestartWait, error_text, permanent_problem, wait_for_gate
+from .requeue import requeue_running_task
+from .tuning import Tuning
+
+__all__ = ["Ask", "take"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+
+class Ask:
+    """What one block asks the store: its key, token and holder, and who sends the signals."""
+
+    __slots__ = ("lock", "store", "key", "token", "holder", "tuning", "task_id", "description")
+
+    def __init__(self, lock: Any, store: LockBackend, key: str, token: str, holder: Any, tuning: Tuning,
+                 description: Any) -> None:
+        self.lock, self.store, self.key, self.token, self.holder = lock, store, key, token, holder
+        self.tuning, self.task_id, self.description = tuning, holder.task_id or None, description
+
+    def once(self) -> Tuple[Union[Grant, Conflict], float]:
+        """One ask; a lock store that started a moment ago grants nothing yet, so the ask waits its window."""
+        return self._answered(lambda: wait_for_gate(self._ask, self._young), "acquire")
+
+    def _ask(self) -> Tuple[Union[Grant, Conflict], float]:
+        started = time.monotonic()
+        return self.store.acquire(self.key, self.token, int(self.tuning.ttl * 1000), self.holder,
+                                  limit=self.lock.place_limit), started
+
+    def _young(self, young: RestartWait) -> None:
+        logger.info("singleton lock: %s waits for %s: %s", self.lock.where, self.key, young)
+
+    def _answered(self, call: Callable[[], Any], step: str) -> Any:
+        try:
+            return call()
+        except STORE_ERRORS as exc:
+            self._unavailable(exc, step)
+
+    def _unavailable(self, exc: BaseException, step: str) -> NoReturn:
+        problem = permanent_problem(exc, step)
+        signals.lock_store_error.send(sender=self.lock, key=self.key, task_id=self.task_id,
+                                      kind="outage" if problem is None else "misconfiguration", error=exc)
+        if problem is not None:
+            raise ConfigurationError(f"{self.lock.where}: the lock store refused {self.key}: {problem}",
+                                     task=self.lock.name, key=self.key) from exc
+        raise LockBackendError(f"{self.lock.where}: cannot reach Redis to take {self.key}: {error_text(exc)}; "
+                               "the block did not run", task=self.lock.name, key=self.key) from exc
+
+    def wait(self) -> Tuple[Union[Grant, Conflict], float]:
+        """Ask until granted, woken by releases, for at most ``wait_timeout``; the last answer."""
+        deadline = time.monotonic() + self.tuning.wait_timeout
+
+        def waiting() -> Tuple[Union[Grant, Conflict], float]:
+            with self.store.release_events(self.key) as events:
+                while True:
+                    outcome, started = self.once()
+                    remaining = deadline - time.monotonic()
+                    if isinstance(outcome, Grant) or remaining <= 0:
+                        return outcome, started
+                    # Also wake when the soonest place would end (a window, a dead holder's lease).
+                    events.wait(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01))
+
+        return self._answered(waiting, "wait")
+
+
+def take(ask: Ask, task: Any) -> float:
+    """Take the block's place, or do what ``on_locked`` says; the monotonic time before the granted ask."""
+    outcome, started = ask.once()
+    if isinstance(outcome, Grant):
+        return started
+    lock, policy = ask.lock, ask.lock.on_locked
+    if policy == "retry" and task is not None and task.request.is_eager:
+        policy = "wait"  # an eager call has no queue to go back to
+    _met(ask, outcome, policy)
+    if policy == "retry":
+        raise requeue_running_task(task, lock, outcome, ask.tuning.retry_delay)
+    if policy == "raise":
+        raise LockedError(f"{lock.where}: {ask.key} is held by {_holder(outcome)}", task=lock.name, key=ask.key,
+                          holder=outcome.task_id or None)
+    began = time.monotonic()
+    outcome, started = ask.wait()
+    signals.lock_waited.send(sender=lock, key=ask.key, task_id=ask.task_id,
+                             holder=None if isinstance(outcome, Grant) else outcome.task_id,
+                             waited=time.monotonic() - began, acquired=isinstance(outcome, Grant),
+                             description=ask.description)
+    if isinstance(outcome, Grant):
+        return started
+    raise LockedError(f"{lock.where}: waited {ask.tuning.wait_timeout:g}s for {ask.key} held by {_holder(outcome)}",
+                      task=lock.name, key=ask.key, holder=outcome.task_id or None)
+
+
+def _holder(conflict: Conflict) -> str:
+    taken = places_taken(conflict)
+    who = (f"task {conflict.task_id}" if conflict.task_id
+           else f"a process on {conflict.host or '?'} pid {conflict.pid if conflict.pid is not None else '?'}")
+    return who + (f" ({taken})" if taken else "")
+
+
+def _met(ask: Ask, conflict: Conflict, action: str) -> None:
+    """Log and signal a block that met a full key (``lock_conflict`` with ``at="hold"``)."""
+    logger.info("singleton lock: %s: %s is full (%s): held by %s on %s pid %s", ask.lock.where, ask.key, action,
+                _holder(conflict), conflict.host or "?", conflict.pid if conflict.pid is not None else "?")
+    signals.lock_conflict.send(sender=ask.lock, key=ask.key, task_id=ask.task_id, holder=conflict.task_id,
+                               action=action, at="hold", description=ask.description, places=places_taken(conflict))
