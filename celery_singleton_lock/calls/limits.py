@@ -7,7 +7,8 @@ worker's main process when it releases for a dead child). The limit changes the 
 keys (:func:`call_keys`): a key with more than one place or a window is a room of
 places, and every later store call on it (renew, release, fence, events) goes there by
 the key alone, so nothing past this module asks which kind of lock it holds.
-``lock_limit=1`` with no window keeps the singleton lock's keys: today's exact path.
+``lock_limit=1`` with no window keeps the singleton lock's keys: today's exact path; a
+``lock_limit`` function never does, so that all calls of a key count in one room.
 
 What a limit changes for a duplicate is said here too: a window's end is known, so a
 re-queued duplicate aims at it (:func:`window_countdown`).
@@ -30,12 +31,14 @@ __all__ = ["call_limit", "call_keys", "refuse_unsupported", "window_countdown"]
 
 def call_limit(task_name: str, options: "LockOptions", args: Sequence[Any], kwargs: Mapping[str, Any]) -> Limit:
     """The limit of one call: ``lock_limit`` (called with the arguments as the body gets them,
-    as a ``lock_key`` function is) and ``lock_window``."""
+    as a ``lock_key`` function is) and ``lock_window``. A ``lock_limit`` function puts every call
+    of the task in its key's places, even one it answers 1 for: a call under the singleton lock
+    and calls in the places would never see each other."""
     count = options.limit(*args, **kwargs) if callable(options.limit) else options.limit
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ConfigurationError(f"task {task_name!r}: the lock_limit function returned {count!r}, "
                                  "expected an int >= 1", task=task_name)
-    return Limit(count, int(round(options.window * 1000)))
+    return Limit(count, int(round(options.window * 1000)), room=callable(options.limit))
 
 
 def call_keys(keys: LockKeys, limit: Limit) -> LockKeys:

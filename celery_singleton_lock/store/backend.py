@@ -50,10 +50,13 @@ class Holder:
 @dataclass(frozen=True)
 class Limit:
     """How many holders one key admits at once (``count``), and how long a place is kept
-    after it was taken (``window_ms``)."""
+    after it was taken (``window_ms``). ``room`` keeps a limit of one with no window in the
+    key's places all the same: the calls of a key whose limit varies per call (a ``lock_limit``
+    function) must all count in one room, whatever each one's limit."""
 
     count: int = 1
     window_ms: int = 0
+    room: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
@@ -63,8 +66,8 @@ class Limit:
 
     @property
     def singleton(self) -> bool:
-        """Whether this is the plain lock (one holder, no window): no room of places."""
-        return self.count == 1 and self.window_ms == 0
+        """Whether this is the plain lock (one holder, no window, no room asked for): no room of places."""
+        return self.count == 1 and self.window_ms == 0 and not self.room
 
 
 #: The singleton lock's limit.

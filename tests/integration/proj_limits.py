@@ -90,3 +90,9 @@ if os.environ.get("CSL_CRON_TICKS"):
     from celery.schedules import crontab
 
     app.conf.beat_schedule = {"tick": {"task": "tests.integration.proj_limits.ticked_cron", "schedule": crontab()}}
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="raise", lock_ttl=30,
+          lock_limit=lambda key, seq=0, duration=3.0, limit=3: limit)
+def varied(self, key, seq=0, duration=3.0, limit=3):
+    _limited_body(self, key, duration)

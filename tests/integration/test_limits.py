@@ -186,6 +186,23 @@ def test_queued_lets_up_to_the_limit_wait_beside_up_to_the_limit_running(limits_
     assert _most_at_once(intervals) <= 2
 
 
+def test_calls_whose_limit_function_answers_differently_share_one_count(limits_proj, start_worker,
+                                                                         events_redis, lock_redis):
+    start_worker(concurrency=4, app=APP)
+    # Given three long calls of one key whose lock_limit function answers 3, all running
+    first = [limits_proj.varied.delay("v", seq=n, limit=3) for n in range(3)]
+    wait_for(lambda: _held(lock_redis) == 3, 20, what="three places taken")
+    # When a call of the same key whose function answers 1 comes
+    lone = limits_proj.varied.delay("v", seq=3, limit=1)
+    # then it meets the three (one count for the key) and is refused, its body not run
+    with pytest.raises(Exception, match="is held by task"):
+        lone.get(timeout=20)
+    _settle(first, 30)
+    intervals = records(events_redis)
+    assert sorted(e["id"] for e in intervals) == sorted(r.id for r in first)
+    assert _most_at_once(intervals) == 3
+
+
 def _places_running(limits_proj) -> bool:
     workers = limits_proj.app.control.inspect(timeout=0.5).active() or {}
     return sum(len(tasks) for tasks in workers.values()) == 2
