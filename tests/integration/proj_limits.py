@@ -96,3 +96,9 @@ if os.environ.get("CSL_CRON_TICKS"):
           lock_limit=lambda key, seq=0, duration=3.0, limit=3: limit)
 def varied(self, key, seq=0, duration=3.0, limit=3):
     _limited_body(self, key, duration)
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_window=60, on_locked="skip")
+def once_a_minute(self, key, seq=0, duration=0.0):
+    _limited_body(self, key, duration)
+    return seq

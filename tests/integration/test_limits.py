@@ -203,6 +203,22 @@ def test_calls_whose_limit_function_answers_differently_share_one_count(limits_p
     assert _most_at_once(intervals) == 3
 
 
+def test_a_forced_clear_ends_a_window(limits_proj, start_worker, events_redis, lock_redis):
+    from tests.integration.test_cli import run_cli
+
+    start_worker(concurrency=2, app=APP)
+    # Given a key run once under a window of a minute, whose next call is refused
+    assert limits_proj.once_a_minute.delay("c", seq=0).get(timeout=20) == 0
+    assert limits_proj.once_a_minute.delay("c", seq=1).get(timeout=20) is None
+    (key,) = lock_keys(lock_redis)
+    # When an operator clears the key with --force
+    forced = run_cli("clear", "--force", key)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    # then the window is over: the next call runs at once
+    assert limits_proj.once_a_minute.delay("c", seq=2).get(timeout=20) == 2
+    assert sorted(e["key"] for e in records(events_redis)) == ["c", "c"]
+
+
 def _places_running(limits_proj) -> bool:
     workers = limits_proj.app.control.inspect(timeout=0.5).active() or {}
     return sum(len(tasks) for tasks in workers.values()) == 2
