@@ -102,3 +102,9 @@ def varied(self, key, seq=0, duration=3.0, limit=3):
 def once_a_minute(self, key, seq=0, duration=0.0):
     _limited_body(self, key, duration)
     return seq
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_window=2, lock_ttl=30, on_locked="skip")
+def twice_in_2s(self, key, seq=0, duration=0.0):
+    _limited_body(self, key, duration)
+    return seq

@@ -8,6 +8,7 @@ ran at once and how many started within a window.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections import defaultdict
@@ -217,6 +218,21 @@ def test_a_forced_clear_ends_a_window(limits_proj, start_worker, events_redis, l
     # then the window is over: the next call runs at once
     assert limits_proj.once_a_minute.delay("c", seq=2).get(timeout=20) == 2
     assert sorted(e["key"] for e in records(events_redis)) == ["c", "c"]
+
+
+def test_a_refusal_by_a_window_logs_when_the_window_frees_not_the_lease(limits_proj, start_worker, lock_redis):
+    worker = start_worker(concurrency=2, app=APP)
+    # Given a key under a window of 2 s (lock_ttl 30 s) whose place a 1 s run holds
+    first = limits_proj.twice_in_2s.delay("f", seq=0, duration=1.0)
+    wait_for(lambda: _held(lock_redis) == 1, 20, what="the place taken")
+    # When a second call comes meanwhile, it is refused
+    assert limits_proj.twice_in_2s.delay("f", seq=1).get(timeout=20) is None
+    assert first.get(timeout=20) == 0
+    # then its log says the place frees when the window ends, within 2 s, not in the lease's 30 s
+    wait_for(lambda: "is a duplicate (skip)" in worker.log(), 10, what="the refusal's log line")
+    line = next(line for line in worker.log().splitlines() if "is a duplicate (skip)" in line)
+    frees = re.search(r"the soonest frees in (\S+)s, when its window ends", line)
+    assert frees and float(frees.group(1)) <= 2.0, line
 
 
 def _places_running(limits_proj) -> bool:
