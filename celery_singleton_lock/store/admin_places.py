@@ -34,6 +34,8 @@ def place_records(client: Any, layout: Any, key: str, now_ms: int, reader: Any, 
     fields.pop("~w", None)
     live = []
     for token, value in fields.items():
+        if token.startswith("~"):
+            continue  # a turn handed out (see places.py): no place
         info = places.decode(value)
         lease, keep = int(info["lease_end"] or 0), int(info["keep_until"] or 0)
         released = info["state"] == "released"

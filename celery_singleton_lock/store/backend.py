@@ -57,6 +57,8 @@ class Limit:
     count: int = 1
     window_ms: int = 0
     room: bool = False
+    #: Whether a call refused by full windows is handed a turn (it comes back for it: a re-queue).
+    turns: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
@@ -98,7 +100,8 @@ class Conflict:
     (``None`` when one is a run past its window's end, which may free at any moment).
     A place names its holder's token (``holder_token``): one execution of a task id may meet
     another's place while places are free (a redelivery, a ``self.retry()``), and which one
-    it met decides what it does.
+    it met decides what it does. A call handed a turn by a full window learns when it comes
+    (``turn_ms``), to come back then.
     """
 
     task_id: str
@@ -113,6 +116,9 @@ class Conflict:
     limit: int = 1
     window_ms: Optional[int] = None
     holder_token: Optional[str] = None
+    #: For a call that holds a turn (:mod:`.places`): ms until it may take a place (<= 0: it may
+    #: now, and waits for a window that ends late); ``None`` when it holds none.
+    turn_ms: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ def _limited_body(task, key, duration: float) -> None:
         time.sleep(min(0.02, max(deadline - time.monotonic(), 0)))
     events().rpush("intervals", json.dumps(dict(
         task=task.name, id=task.request.id, pid=os.getpid(), key=key, start=started, end=time.time(),
-        asked=_asked.pop(task.request.id, started), fence=_fence(task), retries=task.request.get("retries"))))
+        asked=_asked.pop(task.request.id, started), fence=_fence(task), retries=task.request.get("retries"),
+        requeues=int(task.request.get("singleton_lock_retries") or 0))))
 
 
 @app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=3, on_locked="retry", lock_retry_delay=0.2)
@@ -108,3 +109,9 @@ def once_a_minute(self, key, seq=0, duration=0.0):
 def twice_in_2s(self, key, seq=0, duration=0.0):
     _limited_body(self, key, duration)
     return seq
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_window=2, on_locked="retry",
+          lock_retry_delay=60)
+def two_per_2s(self, key, seq=0, duration=0.0):
+    _limited_body(self, key, duration)

@@ -235,6 +235,24 @@ def test_a_refusal_by_a_window_logs_when_the_window_frees_not_the_lease(limits_p
     assert frees and float(frees.group(1)) <= 2.0, line
 
 
+def test_a_backlog_behind_a_window_is_re_queued_about_once_per_call(limits_proj, start_worker, events_redis):
+    for _ in range(2):
+        start_worker(concurrency=4, app=APP)
+    # Given a key that starts 2 calls per 2 s window, when 16 calls come at once
+    results = [limits_proj.two_per_2s.delay("b", seq=n) for n in range(16)]
+    _settle(results, 90)
+    intervals = records(events_redis)
+    # then every call ran, never more than 2 in a window
+    assert len(intervals) == 16
+    assert _violations(intervals, 2, 2.0) == []
+    # and each waiting call came back about once, when a place was its (not at every window's end)
+    requeues = sorted(e["requeues"] for e in intervals)
+    assert sum(requeues) <= 1.5 * 14 and max(requeues) <= 3, requeues
+    # and the calls ran as the windows allowed (8 windows of 2 s, lock_retry_delay being 60 s)
+    starts = sorted(e["start"] for e in intervals)
+    assert starts[-1] - starts[0] < 8 * 2.0 + 4, starts
+
+
 def _places_running(limits_proj) -> bool:
     workers = limits_proj.app.control.inspect(timeout=0.5).active() or {}
     return sum(len(tasks) for tasks in workers.values()) == 2
