@@ -224,6 +224,9 @@ def frees(holder: Conflict) -> str:
     its window ends; a held one when its run ends, never before its window ends, and at the latest
     when its lease runs out (an upper bound only: the lease is the time a dead holder keeps it)."""
     latest = holder.pttl_ms / 1000
+    if holder.state == "restarted":
+        return (f"the lock store started less than a window ago and may have lost the places of this key it "
+                f"granted before: it grants one again in {latest:.1f}s")
     if holder.window_ms is None:
         return f"a place frees when a run ends, at the latest in {latest:.1f}s (its lease)"
     earliest = holder.window_ms / 1000

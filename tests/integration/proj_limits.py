@@ -99,8 +99,8 @@ def varied(self, key, seq=0, duration=3.0, limit=3):
     _limited_body(self, key, duration)
 
 
-@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_window=60, on_locked="skip")
-def once_a_minute(self, key, seq=0, duration=0.0):
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_window=20, on_locked="skip")
+def once_per_20s(self, key, seq=0, duration=0.0):
     _limited_body(self, key, duration)
     return seq
 
@@ -115,3 +115,9 @@ def twice_in_2s(self, key, seq=0, duration=0.0):
           lock_retry_delay=60)
 def two_per_2s(self, key, seq=0, duration=0.0):
     _limited_body(self, key, duration)
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_window=6, on_locked="skip")
+def once_per_6s(self, key, seq=0, duration=0.0):
+    _limited_body(self, key, duration)
+    return seq

@@ -207,16 +207,17 @@ def test_calls_whose_limit_function_answers_differently_share_one_count(limits_p
 def test_a_forced_clear_ends_a_window(limits_proj, start_worker, events_redis, lock_redis):
     from tests.integration.test_cli import run_cli
 
+    _store_older_than(lock_redis, 20)
     start_worker(concurrency=2, app=APP)
-    # Given a key run once under a window of a minute, whose next call is refused
-    assert limits_proj.once_a_minute.delay("c", seq=0).get(timeout=20) == 0
-    assert limits_proj.once_a_minute.delay("c", seq=1).get(timeout=20) is None
+    # Given a key run once under a window of 20 s, whose next call is refused
+    assert limits_proj.once_per_20s.delay("c", seq=0).get(timeout=20) == 0
+    assert limits_proj.once_per_20s.delay("c", seq=1).get(timeout=20) is None
     (key,) = lock_keys(lock_redis)
     # When an operator clears the key with --force
     forced = run_cli("clear", "--force", key)
     assert forced.returncode == 0, forced.stdout + forced.stderr
     # then the window is over: the next call runs at once
-    assert limits_proj.once_a_minute.delay("c", seq=2).get(timeout=20) == 2
+    assert limits_proj.once_per_20s.delay("c", seq=2).get(timeout=20) == 2
     assert sorted(e["key"] for e in records(events_redis)) == ["c", "c"]
 
 
@@ -270,7 +271,16 @@ def test_a_killed_worker_frees_its_places_within_lock_ttl(limits_proj, start_wor
     assert len(results) == 2
 
 
-def test_two_beats_with_a_crontab_schedule_run_the_job_once_per_minute(limits_proj, start_worker, events_redis):
+def _store_older_than(lock_redis, window: float) -> None:
+    """Wait until the lock store is older than ``window``: a younger one grants no place of a key with that
+    window (it cannot tell a fresh start from a restart that lost the places of the window before)."""
+    wait_for(lambda: lock_redis.info("server")["uptime_in_seconds"] >= window, window + 5, interval=0.5,
+             what=f"the lock store to be {window:g} s old")
+
+
+def test_two_beats_with_a_crontab_schedule_run_the_job_once_per_minute(limits_proj, start_worker, events_redis,
+                                                                       lock_redis):
+    _store_older_than(lock_redis, 0.9 * 60)
     # Given two beat processes with the same every-minute crontab schedule, the second started
     # 0.7 s after the first, publishing the recipe's job (a window of 0.9 minutes)
     start_worker(concurrency=2, app=APP)

@@ -185,6 +185,23 @@ def test_a_retry_under_a_window_aims_just_after_its_end():
     assert window_countdown(_conflict(None)) is None and window_countdown(None) is None
 
 
+def test_a_call_handed_a_turn_comes_back_for_it_and_waits_in_place_when_it_is_near():
+    from dataclasses import replace
+
+    from celery_singleton_lock.calls.limits import TURN_WAIT_S, turn_wait
+
+    # A turn 7 s away: re-queued to just after it, not to the soonest window's end
+    far = replace(_conflict(2_000), turn_ms=7_000)
+    assert all(7.0 < window_countdown(far) <= 7.05 for _ in range(50)) and turn_wait(far) is None
+    # A turn a moment away is waited for in place
+    assert 0.3 <= turn_wait(replace(far, turn_ms=300)) <= 0.31
+    # A turn come already (a place of the turn before it was taken late): the soonest window's end
+    assert 0.4 <= turn_wait(replace(_conflict(400), turn_ms=-20)) <= 0.41
+    assert turn_wait(replace(_conflict(int(TURN_WAIT_S * 1000) + 500), turn_ms=0)) is None
+    # No turn: nothing waits in place
+    assert turn_wait(_conflict(300)) is None
+
+
 def test_wait_is_woken_by_a_windows_end():
     store = MemoryBackend()
     app = _app(store)

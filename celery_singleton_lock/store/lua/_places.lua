@@ -116,6 +116,22 @@ local function survey(key, now, token, task)
   return mine, count, soon_v, soon_e, soon_f, window, last, twin_f, twin_v, keeps, turns, my_turn
 end
 
+-- opens_at(now, window): when a key with that window may next be granted a place on this server
+-- (nil: now). A server that started less than a window ago may have lost the places it granted
+-- within the window before its start (a restart without its data): until a window has passed
+-- since, no place is granted, so a call comes late rather than twice. INFO counts whole seconds,
+-- so the server may be up to 1 s older than it says: never younger.
+local function opens_at(now, window)
+  if window <= 0 then
+    return nil
+  end
+  local up = uptime_ms()
+  if up >= window then
+    return nil
+  end
+  return now + window - up
+end
+
 -- next_turn(now, limit, window, keeps, turns): when a call queued behind the places whose windows
 -- end at keeps and behind the turns handed out already may take a place: the limit-th latest of
 -- those window ends (a turn's place is kept a window from its start), and not before now.

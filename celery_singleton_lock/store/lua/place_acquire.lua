@@ -13,7 +13,9 @@
 -- refusal {0, value, pttl, held, window, same, token[, turn]} (_places.lua) for the place that
 -- frees soonest, for our own place when the token holds one in another state (same = 1), or for
 -- the place another execution of the same task id holds (a redelivery, a self.retry()); turn is
--- the ms until the call's turn (<= 0: it has come), when it holds one.
+-- the ms until the call's turn (<= 0: it has come), when it holds one. A server younger than the
+-- window grants no place of the key (opens_at in _places.lua): its refusal describes a place in
+-- state 'restarted' that frees when a window has passed since the server's start.
 local now = now_ms()
 local mine, count, soon_v, soon_e, soon_f, window, last, twin_f, twin_v, keeps, turns, my_turn =
   survey(KEYS[1], now, ARGV[1], ARGV[7])
@@ -34,16 +36,20 @@ local ahead = #turns
 if my_turn and my_turn <= now then
   ahead = 0
 end
-if count + ahead >= limit then
+local opens = opens_at(now, w)
+if opens or count + ahead >= limit then
   local turn = my_turn
-  if not turn and ARGV[8] == '1' and ARGV[7] ~= '' and w > 0 and (window or count == 0) then
-    turn = next_turn(now, limit, w, keeps, turns)
+  if not turn and ARGV[8] == '1' and ARGV[7] ~= '' and w > 0 and (window or count == 0 or opens) then
+    turn = math.max(next_turn(now, limit, w, keeps, turns), opens or 0)
     local lapses = turn + math.max(w, TURN_GRACE_MS)
     redis.call('hset', KEYS[1], '~t' .. ARGV[7], ms(turn) .. ' ' .. ms(lapses))
     keep_alive(KEYS[1], lapses - now)
   end
   local reply
-  if soon_v then
+  if opens then -- the server is younger than the window: describe when it opens
+    reply = refused('restarted - ' .. ms(opens) .. ' ' .. ms(opens) .. ' 0 0 0 0 - ', opens, now, count, opens, 0,
+                    '~restarted')
+  elseif soon_v then
     reply = refused(soon_v, soon_e, now, count, window, 0, soon_f)
   else -- the places are free, but turns handed out come first: describe the first of them
     local first = turns[1]
