@@ -156,7 +156,9 @@ def run_rate_storm(start_worker: Callable[..., Any], events_url: str, keys: int,
             most[label].append(max(most_in_window(v, bench_app.RATE_PER) for v in by_key.values()))
             span[label].append(min(tightest(v, bench_app.RATE_TIMES + 1) for v in by_key.values()))
             rate.add(label, len(starts) / max(max(s["start"] for s in starts) - began, 1e-6))
-            requeues[label].append(sum(s.get("requeues", 0) for s in starts) / len(starts))
+            counted = [s["requeues"] for s in starts if s.get("requeues") is not None]
+            if counted:
+                requeues[label].append(sum(counted) / len(counted))
             gaps[label] += window_gaps(by_key, bench_app.RATE_TIMES, bench_app.RATE_PER)
             if len(starts) < expected:
                 log(f"rate storm: {label}: {len(starts)} of {expected} started before the deadline")

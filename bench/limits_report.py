@@ -113,8 +113,8 @@ def _storm(storm: dict, command: str, targets: List[Target]) -> List[str]:
             f"shortest span holding {storm['times'] + 1} starts of a key shows by how much a window was short), "
             "and starts per second from the first publish to the last start (the limit "
             f"allows {storm['ideal']:g} a second in steady state; a perfect limiter starts the last burst "
-            f"{ideal_end:g} s after the first). Re-queues per call: the lock's re-queues (ours) or Celery "
-            "retries (heimdall) the calls that ran had made, per call, the worst round; from a window's end "
+            f"{ideal_end:g} s after the first). Re-queues per call: the lock's re-queues the calls that ran had "
+            "made, per call, the worst round (ours only: heimdall's are not counted); from a window's end "
             f"to the start it lets in: for each start of a key after its first {storm['times']}, how long "
             f"after the window of the start {storm['times']} before it ended (median).",
             _table(["variant", f"most starts in {storm['per']} s", "per round",
