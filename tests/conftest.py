@@ -7,6 +7,10 @@ import os
 
 import pytest
 
+#: The Django project the integration tests drive: its tests run under ``manage.py test`` (with
+#: Django set up), never collected by this pytest run.
+collect_ignore = ["django_project"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("CSL_EXPECT_INSTALLED"):  # a cell of the support matrix tests the built wheel

@@ -21,7 +21,8 @@ import random
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from ..exceptions import ConfigurationError
-from ..store import QUORUM_LIMIT, Conflict, Limit, LockKeys, keeps_one_place, limited
+from ..config.options import valid_limit
+from ..store import MAX_LIMIT, QUORUM_LIMIT, Conflict, Limit, LockKeys, keeps_one_place, limited
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.options import LockOptions
@@ -36,9 +37,9 @@ def call_limit(task_name: str, options: "LockOptions", args: Sequence[Any], kwar
     of the task in its key's places, even one it answers 1 for: a call under the singleton lock
     and calls in the places would never see each other."""
     count = options.limit(*args, **kwargs) if callable(options.limit) else options.limit
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    if not valid_limit(count):
         raise ConfigurationError(f"task {task_name!r}: the lock_limit function returned {count!r}, "
-                                 "expected an int >= 1", task=task_name)
+                                 f"expected an int from 1 to {MAX_LIMIT}", task=task_name)
     # A call that will come back (``retry``) is handed a turn by a full window: see store/places.py.
     return Limit(count, int(round(options.window * 1000)), room=callable(options.limit),
                  turns=options.on_locked == "retry")

@@ -13,7 +13,7 @@ options with every secret-sounding value masked.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from ..store import redact, redact_options
 
@@ -34,10 +34,26 @@ _CENSORS: Dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _censor_for(name: Any) -> Optional[Callable[[Any], Any]]:
+    """How a key is shown: ours however it is written (``CELERY_SINGLETON_LOCK_URL`` under Django's
+    namespace, any other namespace, or upper case), matched on its end: the table Celery prints
+    does not say which namespace the app reads."""
+    if not isinstance(name, str):
+        return None
+    lowered = name.lower()
+    for ours, censor in _CENSORS.items():
+        if lowered == ours or lowered.endswith("_" + ours):
+            return censor
+    return None
+
+
 def censor_settings(settings: Mapping[Any, Any]) -> Dict[Any, Any]:
-    """``settings`` with our secrets masked (names compared as Celery's old upper-case spelling too)."""
-    return {name: _CENSORS[name.lower()](value) if isinstance(name, str) and name.lower() in _CENSORS else value
-            for name, value in settings.items()}
+    """``settings`` with our secrets masked, whatever the namespace they were given under."""
+    shown = {}
+    for name, value in settings.items():
+        censor = _censor_for(name)
+        shown[name] = value if censor is None else censor(value)
+    return shown
 
 
 def install_censor() -> None:

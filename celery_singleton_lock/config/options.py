@@ -10,13 +10,15 @@ worker's start), so a wrong value never surfaces inside a running worker.
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from ..exceptions import ConfigurationError
+from ..store import MAX_DURATION_MS, MAX_LIMIT
 
-__all__ = ["LockOptions", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options", "OPTION_NAMES",
-           "SETTING_NAMES", "refuse_unknown_options"]
+__all__ = ["LockOptions", "MAX_SECONDS", "valid_limit", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
+           "OPTION_NAMES", "SETTING_NAMES", "refuse_unknown_options", "check_app_defaults"]
 
 SCOPES = ("running", "queued", "queued_or_running")
 ON_LOCKED = ("skip", "retry", "wait", "raise", "replace")
@@ -94,13 +96,30 @@ def _choice(task: str, name: str, value: Any, allowed: Sequence[str]) -> str:
     return value
 
 
+#: The longest duration an option may name (s): what the store keeps exactly (``MAX_DURATION_MS``).
+MAX_SECONDS = MAX_DURATION_MS // 1000
+
+
 def _seconds(task: str, name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """A duration in seconds. ``nan`` passes every comparison and infinity or a huge number would
+    overflow the store's clock arithmetic (a window of 1e16 s ends before it starts), so each is
+    refused here, naming the option, rather than met later inside a worker holding a lock."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(task, f"{name} must be a number of seconds, not {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _fail(task, f"{name}={value!r} is not a finite number of seconds")
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise _fail(task, f"{name}={value!r} must be {bound}")
+    if value > MAX_SECONDS:
+        raise _fail(task, f"{name}={value!r} is longer than the {MAX_SECONDS} s (about 31 years) the lock store "
+                          "counts exactly")
     return float(value)
+
+
+def valid_limit(value: Any) -> bool:
+    """Whether ``value`` is a ``lock_limit`` the store can keep: an int from 1 to ``MAX_LIMIT``."""
+    return not isinstance(value, bool) and isinstance(value, int) and 1 <= value <= MAX_LIMIT
 
 
 def refuse_unknown_options(task: str, attributes: Iterable[Tuple[str, Any]], allowed: Collection[str] = ()) -> None:
@@ -112,6 +131,37 @@ def refuse_unknown_options(task: str, attributes: Iterable[Tuple[str, Any]], all
         close = difflib.get_close_matches(name, OPTION_NAMES, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]}?" if close else f"the options are {', '.join(OPTION_NAMES)}"
         raise _fail(task, f"unknown lock option {name}={value!r}: {hint}")
+
+
+#: How each app-wide default is checked on its own (combinations are checked per task, where the
+#: task's own options may settle them): (check, allow zero) for the numbers.
+_DEFAULT_CHOICES = {"lock_scope": SCOPES, "on_locked": ON_LOCKED, "on_lock_error": ON_LOCK_ERROR}
+_DEFAULT_SECONDS = {"lock_queue_ttl": False, "lock_ttl": False, "lock_heartbeat": False, "lock_retry_delay": True,
+                    "lock_wait_timeout": True, "lock_debounce": False, "lock_debounce_max": False,
+                    "lock_window": True}
+
+
+def check_app_defaults(conf: Mapping[str, Any], written: Optional[Mapping[str, str]] = None) -> None:
+    """Refuse a wrong app-wide default (``singleton_lock_on_locked = "skipp"``) when the app is set up,
+    whether or not a task reads it; ``written`` maps our names to the keys as the user wrote them."""
+    for option, (conf_key, _) in _OPTIONS.items():
+        value = conf.get(conf_key)
+        if value is None:
+            continue
+        where = (written or {}).get(conf_key, f"app.conf.{conf_key}")
+        try:
+            if option in _DEFAULT_CHOICES:
+                _choice(where, option, value, _DEFAULT_CHOICES[option])
+            elif option in _DEFAULT_SECONDS:
+                _seconds(where, option, value, allow_zero=_DEFAULT_SECONDS[option])
+            elif option == "lock_retry_max" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise _fail(where, f"must be None or an int >= 0, not {value!r}")
+            elif option == "lock_limit" and not callable(value) and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise _fail(where, f"must be an int >= 1 or a function of the call's arguments, not {value!r}")
+        except ConfigurationError as exc:
+            message = str(exc).split(": ", 1)[1]
+            raise ConfigurationError(f"app-wide default {where} = {value!r} is wrong: {message}") from None
 
 
 def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, Any]) -> LockOptions:
@@ -145,9 +195,9 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
     if retry_max is not None and (isinstance(retry_max, bool) or not isinstance(retry_max, int) or retry_max < 0):
         raise _fail(task, f"lock_retry_max must be None or an int >= 0, not {retry_max!r}")
     limit = pick("lock_limit")
-    if not callable(limit) and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise _fail(task, f"lock_limit must be an int >= 1 or a function of the call's arguments returning one, "
-                          f"not {limit!r}")
+    if not callable(limit) and not valid_limit(limit):
+        raise _fail(task, f"lock_limit must be an int from 1 to {MAX_LIMIT} or a function of the call's arguments "
+                          f"returning one, not {limit!r}")
     options = LockOptions(
         key=key,
         scope=scope,

@@ -1,9 +1,10 @@
 """App settings: where the lock store is, under which prefix, with which client options.
 
-Read from ``app.conf`` and checked once (when a task is bound, and when a worker
-starts): a URL that cannot name a Redis lock store, a quorum that lists one
-server twice, or a misspelled ``singleton_lock_*`` setting is refused with an
-error that says what is wrong.
+Read from ``app.conf`` (under the app's namespace too: ``CELERY_SINGLETON_LOCK_URL``) and
+checked when the app is finalized, when a task is bound and when a worker starts: a URL
+that cannot name a Redis lock store, a quorum that lists one server twice, or a misspelled
+``singleton_lock_*`` setting is refused with an error that says what is wrong, naming the
+key as it was written.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any, Dict, Mapping, Sequence, Tuple, Union
 from urllib.parse import parse_qsl, urlsplit
 
 from ..exceptions import ConfigurationError
-from .options import SETTING_NAMES
+from .namespace import spelled, written_settings
+from .options import SETTING_NAMES, check_app_defaults
 from ..store import LockBackend, ambiguous_credentials, redact, redact_options, split_urls
 
-__all__ = ["AppSettings", "resolve_settings", "broker_url"]
+__all__ = ["AppSettings", "resolve_settings", "check_written_settings", "broker_url"]
 
 
 @dataclass(frozen=True)
@@ -129,25 +131,42 @@ def _lock_url_from_broker(conf: Mapping[str, Any]) -> str:
     broker = broker_url(conf)
     if _scheme(broker) in ("redis", "rediss", "unix", "socket"):
         return broker.split(";", 1)[0]
-    spelled = f"the broker {redact(broker)!r} is not Redis" if broker else "no broker URL is set"
+    why = f"the broker {redact(broker)!r} is not Redis" if broker else "no broker URL is set"
+    namespaced = spelled(conf, "singleton_lock_url", like=getattr(conf, "prefix", None) or None)
+    where = "app.conf.singleton_lock_url"
+    if namespaced != "singleton_lock_url":
+        where += f" ({namespaced} in the settings)"
     raise ConfigurationError(
-        f"singleton_lock_url is not set and {spelled}: set app.conf.singleton_lock_url to the Redis URL that "
+        f"singleton_lock_url is not set and {why}: set {where} to the Redis URL that "
         "every worker and publisher shares (a localhost default would be a different Redis on every host, "
         "and keep nothing from running twice across hosts)")
 
 
 def _refuse_unknown_settings(conf: Mapping[str, Any]) -> None:
-    """A misspelled ``singleton_lock_*`` setting would leave the default in force without a word."""
-    for name in conf.keys():
-        if isinstance(name, str) and name.startswith("singleton_lock_") and name not in SETTING_NAMES:
+    """A misspelled ``singleton_lock_*`` setting would leave the default in force without a word;
+    it is named as written (``CELERY_SINGLETON_LOCK_TLL`` under Django's namespace)."""
+    for written, name in written_settings(conf):
+        if name not in SETTING_NAMES:
             close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.5)
-            hint = f"did you mean {close[0]}?" if close else f"the settings are {', '.join(SETTING_NAMES)}"
-            raise ConfigurationError(f"unknown setting app.conf.{name}: {hint}")
+            hint = (f"did you mean {spelled(conf, close[0], written)}?" if close
+                    else f"the settings are {', '.join(spelled(conf, one, written) for one in SETTING_NAMES)}")
+            where = written if written != name else f"app.conf.{name}"
+            raise ConfigurationError(f"unknown setting {where}: {hint}")
+
+
+def check_written_settings(conf: Mapping[str, Any]) -> None:
+    """The settings the user wrote, checked without opening anything: no misspelled name, and each
+    app-wide task default right on its own (a task that sets its own ``on_locked`` never reads a
+    wrong ``singleton_lock_on_locked``). Run when the app is finalized, before any task is bound,
+    and with every resolve (a task bound, a worker starting)."""
+    _refuse_unknown_settings(conf)
+    check_app_defaults(conf, {name: written if written != name else f"app.conf.{name}"
+                              for written, name in written_settings(conf)})
 
 
 def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
-    _refuse_unknown_settings(conf)
+    check_written_settings(conf)
     backend = conf.get("singleton_lock_backend")
     if backend is not None:
         return _with_backend(conf, backend)
@@ -190,9 +209,9 @@ _BACKEND_METHODS = tuple(name for name, member in vars(LockBackend).items()
 
 
 def _with_backend(conf: Mapping[str, Any], backend: Any) -> AppSettings:
-    """``singleton_lock_backend``: a store object instead of a URL; both at once is refused."""
-    if conf.get("singleton_lock_url") is not None:
-        raise ConfigurationError("set singleton_lock_url or singleton_lock_backend, not both")
+    """``singleton_lock_backend``: a store object instead of a URL. Given beside a URL it wins: an
+    object can only be handed in code, on purpose (test settings over a project's settings that
+    name the deployed Redis), while the URL is usually inherited."""
     missing = [name for name in _BACKEND_METHODS if not callable(getattr(backend, name, None))]
     if missing:
         raise ConfigurationError(f"singleton_lock_backend {type(backend).__name__} is no lock backend: it lacks "

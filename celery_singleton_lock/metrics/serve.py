@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
 from typing import Any, Iterator, Optional, Tuple
 
@@ -48,6 +49,22 @@ def mark_process_dead(pid: int, path: Optional[str] = None) -> None:
     for name in glob.glob(os.path.join(path, f"gauge_livesum_{pid}{FILE_SUFFIX}-*.db")):
         with contextlib.suppress(FileNotFoundError):
             os.remove(name)
+
+
+def all_interfaces() -> str:
+    """The address that serves every interface: ``"::"`` where this host's IPv6 sockets take IPv4
+    too (dual-stack, Linux's default), else ``"0.0.0.0"``. (prometheus_client given ``""`` asks
+    ``getaddrinfo("")``, which glibc refuses: a bare port number would serve nothing.)"""
+    if not socket.has_ipv6:
+        return "0.0.0.0"
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            if probe.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY):
+                return "0.0.0.0"  # an IPv6 socket here would not take IPv4 clients
+            probe.bind(("::", 0))
+    except (OSError, AttributeError):
+        return "0.0.0.0"
+    return "::"
 
 
 class _Aggregate:
@@ -82,14 +99,15 @@ class WorkerServer:
         registry = CollectorRegistry(auto_describe=True)
         registry.register(_Aggregate(path))
         host, port = self.address
+        host = host or all_interfaces()  # a bare port (9808, ":9808"): every interface
         try:
             self._server, _ = start_http_server(port, addr=host, registry=registry)
         except OSError as exc:
-            logger.error("singleton lock: cannot serve metrics on %s:%s (%s); the worker runs without them",
-                         host or "*", port, exc)
+            logger.error("singleton lock: cannot serve metrics on %s (%s); the worker runs without them",
+                         _spelled(host, port), exc)
             return
-        logger.info("singleton lock: metrics of this worker and its pool on http://%s:%s/metrics",
-                    host or "0.0.0.0", self._server.server_port)
+        logger.info("singleton lock: metrics of this worker and its pool on http://%s/metrics",
+                    _spelled(host, self._server.server_port))
 
     def stop(self) -> None:
         if self._server is not None:
@@ -101,3 +119,7 @@ class WorkerServer:
                 del os.environ[_ENV]
             shutil.rmtree(self._own_dir, ignore_errors=True)
             self._own_dir = None
+
+
+def _spelled(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -52,7 +52,7 @@ class Attempt:
         #: The enqueue lock handed over by the publisher, while it may still be ours to adopt;
         #: ``None`` when the message came without one (send_task by name, eager mode) or once
         #: it was adopted, freed, or found gone (see :meth:`drop_queue_slot`).
-        self.enqueue_token: Optional[str] = request.get(headers.ENQUEUE_TOKEN) if options.at_enqueue else None
+        self.enqueue_token: Optional[str] = headers.token(request, headers.ENQUEUE_TOKEN) if options.at_enqueue else None
         # The enqueue lock is the one the message names (the publisher derived it from what this
         # worker receives, so the two agree; if they did not, the named one is still adopted).
         self.queued_digest = headers.enqueue_digest(request, lambda: digest) if self.enqueue_token else digest
@@ -61,7 +61,7 @@ class Attempt:
         self.limit = call_limit(task.name, options, args, kwargs)
         self.keys = call_keys(runtime.layout.keys(task.name, digest, options.scope, self.queued_digest), self.limit)
         #: The token of the execution whose self.retry() published this message, if one did.
-        self.after: Optional[str] = request.get(headers.AFTER)
+        self.after: Optional[str] = headers.token(request, headers.AFTER)
         #: The call in a few words, when the app stores it with the lock (``singleton_lock_describe``).
         self.description = describe_call(argument_key, args, kwargs) if runtime.describe else None
         self.holder = Holder(task_id=request.id or "", host=runtime.hostname, pid=os.getpid(),

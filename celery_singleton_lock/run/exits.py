@@ -170,7 +170,7 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
                                              headers.enqueue_digest(fields, lambda: digest)),
                          call_limit(task.name, options, args, kwargs))
         items: List[Tuple[str, ...]] = [(keys.lock, fields[headers.TOKEN], "running")]
-        enqueue_token = fields.get(headers.ENQUEUE_TOKEN)
+        enqueue_token = headers.token(fields, headers.ENQUEUE_TOKEN)
         if enqueue_token:  # the child may have died before adopting it (while still queued: see release_enqueue_lock)
             items.append((keys.queued, enqueue_token, "queued"))
         released = any(runtime.store.release_many(items))
@@ -196,7 +196,7 @@ def release_enqueue_lock(task: Any, task_id: Any, fields: Any, why: str) -> bool
     ``fields`` is the message's request (its headers, ``args`` and ``kwargs``; anything with
     ``get``). The lock is the one the message's headers name, not one derived again here.
     """
-    token = fields.get(headers.ENQUEUE_TOKEN)
+    token = headers.token(fields, headers.ENQUEUE_TOKEN)
     if not token:
         return False
     try:

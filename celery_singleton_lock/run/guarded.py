@@ -67,7 +67,7 @@ def lock_hidden(request: Any) -> Iterator[None]:
 
 
 def _run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any]) -> Any:
-    skipped_for = task.request.get(headers.SKIPPED)
+    skipped_for = headers.skipped_for(task.request)
     if skipped_for:
         # A duplicate at enqueue, published only so that what follows it (a chain, a chord) goes on.
         logger.info("singleton lock: %s[%s] was a duplicate at enqueue (skip): the lock was held by %s",

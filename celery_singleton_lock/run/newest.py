@@ -29,12 +29,9 @@ logger = logging.getLogger("celery_singleton_lock")
 
 
 def generation_of(request: Any) -> Optional[int]:
-    """The generation a message carries (``None``: published without one, or unreadable)."""
-    value = request.get(headers.GENERATION)
-    try:
-        return int(value) if value else None
-    except (TypeError, ValueError):
-        return None
+    """The generation a message carries (``None``: published without one, or not one the store
+    can have handed out: see :func:`~..calls.headers.generation`)."""
+    return headers.generation(request)
 
 
 def _generations(attempt: Attempt) -> GenerationStore:

@@ -8,6 +8,10 @@ which lock, which holder and which policy decided:
   stamps (``stamped_headers`` and their values) beside ``name``, ``args`` and ``worker``;
   the fields are added as stamps of the running request, so they land there with the
   task's own result (also a ``LockedError``'s FAILURE, or a retry's RETRY);
+- in django-celery-results (``django-db``), which stores no stamps but persists the request's
+  ``meta`` dict into its ``TaskResult`` row's meta and merges it into ``get_task_meta``: the
+  fields are added to ``request.meta`` too. Celery's SQLAlchemy backend (``db+``) stores fixed
+  columns and keeps neither (docs/django.md says what to use there);
 - in the task's events, when the worker sends them (``-E``): a ``task-singleton-lock``
   event with the same fields. Monitors built on ``celery.events.state`` (Flower) merge a
   task event's fields into their record of the task; the event names the fields among the
@@ -63,6 +67,7 @@ def _stamp(request: Any, fields: Dict[str, Any]) -> None:
     stamped = [name for name in (getattr(request, "stamped_headers", None) or ()) if name not in fields]
     request.stamped_headers = stamped + list(fields)
     request.stamps = dict(getattr(request, "stamps", None) or {}, **fields)
+    request.meta = dict(getattr(request, "meta", None) or {}, **fields)
 
 
 def _shown_fields(fields: Dict[str, Any]) -> list:

@@ -2,7 +2,9 @@
 
 A lock re-queue is not a Celery retry of the task: it counts against
 ``lock_retry_max`` (in its own header), never against ``max_retries``, and the
-message keeps the enqueue lock it carries and the retry it belongs to.
+message keeps the enqueue lock it carries and the retry it belongs to. An eager
+run (``task_always_eager``, ``.apply()``) has no queue: its lock retry ends it at
+once with ``LockedError`` (or the store's error), spending no ``max_retries``.
 """
 
 from __future__ import annotations
@@ -33,16 +35,15 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
     jitter) and return the ``Retry`` to raise; past ``lock_retry_max`` (counted tries only) the error
     to end with instead."""
     task, request, options = attempt.task, attempt.request, attempt.options
-    done = int(request.get(headers.RETRIES) or 0)
+    done = headers.retries(request)
     if counted and options.retry_max is not None and done >= options.retry_max:
-        attempt.give_up_queue_slot()
-        if conflict is None and exc is not None:
-            return exc  # Redis stayed unreachable: end with the backend error itself
-        holder = conflict.task_id if conflict else None
-        return LockedError(
-            f"task {task.name}[{request.id}]: gave up after {done} lock retries (lock_retry_max="
-            f"{options.retry_max}); lock {attempt.key} held by task {holder}",
-            task=task.name, key=attempt.key, holder=holder)
+        return _give_up(attempt, conflict, exc, f"gave up after {done} lock retries (lock_retry_max="
+                                                f"{options.retry_max})")
+    if request.is_eager and (conflict is not None or exc is not None):
+        # An eager run has no queue to go back to: Celery's eager retry re-runs the call at once,
+        # in the caller, which frees no lock (the holder may be that very caller) and spends
+        # max_retries. So it ends now, as a worker's duplicate ends past lock_retry_max.
+        return _give_up(attempt, conflict, exc, "in eager mode a lock retry cannot wait for the holder")
     if countdown is None:
         countdown = window_countdown(conflict) or jittered(options.retry_delay)
     if request.is_eager:
@@ -52,8 +53,9 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
         ours.update({headers.ENQUEUE_TOKEN: attempt.enqueue_token, headers.ENQUEUE_DIGEST: attempt.queued_digest})
     if attempt.after:
         ours[headers.AFTER] = attempt.after  # still the retry of that execution
-    if request.get(headers.GENERATION):
-        ours[headers.GENERATION] = request.get(headers.GENERATION)  # still that call: newest or not
+    generation = headers.generation(request)
+    if generation is not None:
+        ours[headers.GENERATION] = str(generation)  # still that call: newest or not
     message_headers = headers.library_headers(request.headers, ours)
     signature = task.signature_from_request(
         request, args, kwargs, countdown=countdown, retries=request.retries, headers=message_headers)
@@ -62,3 +64,15 @@ def requeue(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], co
            else f"waiting a quiet period as the newest call of {attempt.key}")
     return Retry(f"{why}, retry {ours[headers.RETRIES]} in {countdown:.1f}s", exc=exc, when=countdown,
                  sig=signature)
+
+
+def _give_up(attempt: Attempt, conflict: Optional[Conflict], exc: Optional[BaseException],
+             why: str) -> BaseException:
+    """The error a duplicate that retries no more ends with (its queue slot given back)."""
+    attempt.give_up_queue_slot()
+    if conflict is None and exc is not None:
+        return exc  # Redis stayed unreachable: end with the backend error itself
+    task, request = attempt.task, attempt.request
+    holder = conflict.task_id if conflict else None
+    return LockedError(f"task {task.name}[{request.id}]: {why}; lock {attempt.key} held by task {holder}",
+                       task=task.name, key=attempt.key, holder=holder)

@@ -4,7 +4,7 @@ Nothing in this package imports Celery, so the protocol can be read, tested and
 benchmarked on its own. The Celery layer uses only the names exported here.
 """
 
-from .backend import (GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, LockBackend, NotOurs, Outcome, ReleaseEvents,
+from .backend import (GRANT, MAX_DURATION_MS, MAX_LIMIT, NOT_OURS, Completion, Conflict, Grant, Holder, LockBackend, NotOurs, Outcome, ReleaseEvents,
                       new_token)
 from .admin import (MIN_PREFIX, ClearResult, LockRecord, clear_lock, end_window, find_locks, pid_running, read_lock,
                     scan_locks)
@@ -29,4 +29,5 @@ __all__ = ["MIN_PREFIX", "pid_running", "LockBackend", "ReleaseEvents", "Holder"
            "Lease", "Renewer", "connect", "open_store", "redact", "redact_options", "split_urls",
            "ambiguous_credentials", "unverified_tls", "STORE_ERRORS", "error_text", "is_permanent",
            "permanent_problem", "ProbeFailed", "probe_store", "LockRecord", "ClearResult", "scan_locks", "read_lock",
-           "find_locks", "clear_lock", "end_window", "record", "Limit", "limited", "is_places", "QUORUM_LIMIT", "keeps_one_place"]
+           "find_locks", "clear_lock", "end_window", "record", "Limit", "MAX_LIMIT", "MAX_DURATION_MS", "limited",
+           "is_places", "QUORUM_LIMIT", "keeps_one_place"]

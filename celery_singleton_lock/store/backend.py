@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
 from . import pid_namespace
 
 __all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS",
-           "Outcome", "Completion", "Limit", "SINGLETON", "new_token"]
+           "Outcome", "Completion", "Limit", "SINGLETON", "MAX_LIMIT", "MAX_DURATION_MS",
+           "new_token"]
 
 
 def new_token() -> str:
@@ -47,6 +48,14 @@ class Holder:
     describe: str = ""
 
 
+#: The longest duration the store keeps (ms): its times are the server's clock in ms plus a
+#: duration, counted by Lua's doubles, which hold integers exactly only below 2**53, and printed
+#: by ``%d``. About 31 years keeps every such sum far inside both.
+MAX_DURATION_MS = 10 ** 12
+#: The most holders one key admits at once: a room keeps one entry per place.
+MAX_LIMIT = 10 ** 6
+
+
 @dataclass(frozen=True)
 class Limit:
     """How many holders one key admits at once (``count``), and how long a place is kept
@@ -61,10 +70,11 @@ class Limit:
     turns: bool = False
 
     def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise ValueError(f"a limit is an int >= 1, not {self.count!r}")
-        if isinstance(self.window_ms, bool) or not isinstance(self.window_ms, int) or self.window_ms < 0:
-            raise ValueError(f"a window is an int of ms >= 0, not {self.window_ms!r}")
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or not 1 <= self.count <= MAX_LIMIT:
+            raise ValueError(f"a limit is an int from 1 to {MAX_LIMIT}, not {self.count!r}")
+        if (isinstance(self.window_ms, bool) or not isinstance(self.window_ms, int)
+                or not 0 <= self.window_ms <= MAX_DURATION_MS):
+            raise ValueError(f"a window is an int of ms from 0 to {MAX_DURATION_MS}, not {self.window_ms!r}")
 
     @property
     def singleton(self) -> bool:

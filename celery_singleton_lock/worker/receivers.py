@@ -14,6 +14,7 @@ from typing import Any
 from celery import current_app
 from celery import signals as celery_signals
 
+from ..config.settings import check_written_settings
 from ..exceptions import ConfigurationError
 from ..run.exits import release_all, release_enqueue_lock
 from ..metrics import serve_worker_metrics, stop_worker_metrics
@@ -43,6 +44,12 @@ def on_worker_setup(sender: Any = None, instance: Any = None, **kwargs: Any) -> 
         raise SystemExit(EXIT_CONFIG) from None
     if warning:
         logger.warning("singleton lock: %s", warning)
+
+
+def on_app_finalize(app: Any) -> None:
+    """Any app, as it is finalized (before its tasks are bound): a misspelled setting of ours or a
+    wrong app-wide default fails here, in the web process too, not at the first call that reads it."""
+    check_written_settings(app.conf)
 
 
 def on_worker_shutdown(sender: Any = None, **kwargs: Any) -> None:
@@ -116,7 +123,10 @@ def _install_revoke_hook() -> None:
 
 
 def connect_receivers() -> None:
+    from celery._state import connect_on_app_finalize
+
     _install_revoke_hook()
+    connect_on_app_finalize(on_app_finalize)  # a set: connecting twice keeps one
     celery_signals.celeryd_after_setup.connect(on_worker_setup, weak=False,
                                                dispatch_uid="celery_singleton_lock.celeryd_after_setup")
     celery_signals.task_revoked.connect(on_task_revoked, weak=False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple, Union
 
 from ..exceptions import ConfigurationError
-from ..config.settings import resolve_settings
+from ..config.settings import check_written_settings, resolve_settings
 from ..store import (STORE_ERRORS, KeyLayout, ProbeFailed, error_text, open_store, permanent_problem, probe_store,
                     redact, unverified_tls)
 from ..task import LockedTask
@@ -27,14 +27,20 @@ def check_lock_store(app: Any) -> Optional[str]:
     answers) or talked to over TLS that verifies nothing, ``None`` when all is
     well or the app has no locked task.
     """
+    check_written_settings(app.conf)  # whether or not a task reads them
     locked = [task for task in app.tasks.values() if isinstance(task, LockedTask)]
     if not locked:
         return None
     latest_wins = any(task.singleton_lock()[0].latest_wins for task in locked)
     placed = any(_has_places(task.singleton_lock()[0]) for task in locked)
     settings = resolve_settings(app.conf)
-    if settings.backend is not None:
-        return None  # a store object handed in (the in-memory backend): nothing to connect to
+    if settings.backend is not None:  # a store object handed in (the in-memory backend): nothing to connect to
+        url = app.conf.get("singleton_lock_url")
+        if url is None:
+            return None
+        return (f"singleton_lock_backend {type(settings.backend).__name__} is in use and singleton_lock_url "
+                f"{redact(url)!r} is ignored (a backend object wins over a URL: test settings); a worker "
+                "on an in-memory backend keeps nothing from running twice across processes")
     urls = settings.url if isinstance(settings.url, tuple) else (settings.url,)
     layout = KeyLayout(settings.prefix)
     problems, outages = [], []

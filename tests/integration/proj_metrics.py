@@ -7,4 +7,6 @@ import os
 from tests.integration.proj import *  # noqa: F401,F403 - the tasks
 from tests.integration.proj import app
 
-app.conf.singleton_lock_metrics_port = os.environ["CSL_METRICS_PORT"]
+#: "9808" stands for the bare number 9808 (every documented form: 9808, ":9808", "host:9808").
+_PORT = os.environ["CSL_METRICS_PORT"]
+app.conf.singleton_lock_metrics_port = int(_PORT) if _PORT.isdigit() else _PORT

@@ -144,7 +144,7 @@ def test_two_beats_a_tick_apart_run_the_job_once_per_tick(limits_proj, start_wor
     wait_for(lambda: _sent(second) >= 6, 30, interval=0.2, what="six ticks of the second beat")
     first.stop()
     second.stop()
-    ticks = _sent(first)
+    ticks = max(_sent(first), _sent(second))  # a tick either beat published (the second may send one more as they stop)
     wait_for(lambda: all(e["end"] for e in records(events_redis)), 10, what="the last run to end")
     starts = sorted(e["start"] for e in records(events_redis))
     # then no tick ran twice: runs are a period apart (less the beats' jitter), never two per tick

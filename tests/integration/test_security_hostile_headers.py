@@ -35,3 +35,34 @@ def test_garbage_headers_are_harmless(proj, start_worker, events_redis, lock_red
     assert {o["key"] for o in outcomes if o} == {proj.storm.name, proj.qor_job.name}
     wait_unlocked(lock_redis, 10)
     assert "Traceback" not in worker.log(), worker.log()
+
+
+FORGED_GENERATIONS = [str(2 ** 53), str(2 ** 53 + 1), "9" * 30, "-5", "1e20", 2 ** 60, "0x10", "\uff11\uff12"]
+
+
+def test_a_forged_generation_neither_runs_ahead_nor_silences_its_key(proj, start_worker, events_redis, lock_redis):
+    # Given a debounced task, and for each of several keys a message sent by name with a generation
+    # the store never handed out (past what Lua counts exactly, not a number, negative, ...)
+    import importlib
+
+    latest = importlib.import_module("tests.integration.proj_latest")
+    start_worker(app="tests.integration.proj_latest", concurrency=2)
+    keys = [f"hostile-{n}" for n in range(len(FORGED_GENERATIONS))]
+    forged = [latest.app.send_task(latest.debounced.name, (key, "forged"), headers={headers.GENERATION: value})
+              for key, value in zip(keys, FORGED_GENERATIONS)]
+    for result in forged:
+        result.get(timeout=60)  # each ends (judged as a call published without a generation)
+    # When each key is then called as usual, three times in a row
+    calls = {key: [latest.debounced.delay(key, n) for n in range(3)] for key in keys}
+    # Then for every key the newest of those runs, with its own arguments, once, and the two before it
+    # were superseded
+    for key, made in calls.items():
+        assert made[-1].get(timeout=30) == {"key": key, "payload": 2}, key
+        assert [call.get(timeout=10) for call in made[:-1]] == [None, None], key
+    ran = [(run["key"], run["payload"]) for run in records(events_redis) if run["payload"] != "forged"]
+    assert sorted(ran) == sorted((key, 2) for key in keys), ran
+    # and every generation the store keeps stays an exact integer below 2**52
+    for name in lock_redis.scan_iter(match="*:gen"):
+        for field in ("gen", "claimed"):
+            value = lock_redis.hget(name, field)
+            assert value is None or 0 < int(value) < headers.MAX_GENERATION, (name, field, value)

@@ -19,8 +19,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def scrape(port: int) -> "Scraped":
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+def scrape(port: int, host: str = "127.0.0.1") -> "Scraped":
+    where = f"[{host}]" if ":" in host else host
+    with urllib.request.urlopen(f"http://{where}:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
     samples: Samples = {}
     for family in text_string_to_metric_families(text):

@@ -3,7 +3,8 @@
 - The package is a ladder of units (a sub-package, or a module at the root), :data:`LADDER`: a unit
   imports only units on lower rungs, so no package imports one above it or beside it. ``cli/``
   reads locks and never imports the execution side (``run/``, ``enqueue/``, ``worker/``), and
-  nothing imports ``demo/``.
+  nothing imports ``demo/`` nor ``contrib/`` (the optional Django app, the only unit that imports
+  Django).
 - The store (``celery_singleton_lock/store/``) stands alone: no Celery, kombu, billiard or click,
   and nothing of the package outside it.
 - Outside the store, only the names ``store/__init__.py`` exports are used, never a submodule.
@@ -53,6 +54,7 @@ LADDER: Tuple[Tuple[str, ...], ...] = (
     ("cli",),  # the operator's commands
     ("", "__main__"),  # the public face and the command's entry
     ("demo",),  # the demo: nothing imports it
+    ("contrib",),  # optional framework integrations (the Django app): nothing imports them
 )
 #: Imports the ladder would allow but the design does not: (importer unit, imported unit).
 FORBIDDEN_UNITS = (("cli", "run"), ("cli", "enqueue"), ("cli", "worker"))
@@ -313,6 +315,16 @@ def _package_problems(imports: Iterable[Import]) -> List[str]:
 
 def test_no_package_imports_one_above_or_beside_it():
     _fail("a package imports one that is not below it", _package_problems(IMPORTS))
+
+
+#: The only unit that may import a web framework: Django is no dependency of the library.
+FRAMEWORKS, FRAMEWORK_UNIT = ("django",), "contrib"
+
+
+def test_only_contrib_imports_a_framework():
+    problems = [imp.where() for imp in IMPORTS
+                if imp.target.partition(".")[0] in FRAMEWORKS and _unit(imp.importer) != FRAMEWORK_UNIT]
+    _fail("a framework imported outside contrib/", problems)
 
 
 def test_the_package_rule_catches_an_upward_and_a_forbidden_import():

@@ -64,10 +64,10 @@ def test_task_options_win_over_app_settings():
 
 
 @pytest.mark.parametrize("attrs, message", [
-    ({"lock_limit": 0}, "lock_limit must be an int >= 1"),
-    ({"lock_limit": True}, "lock_limit must be an int >= 1"),
-    ({"lock_limit": "3"}, "lock_limit must be an int >= 1"),
-    ({"lock_limit": 2.5}, "lock_limit must be an int >= 1"),
+    ({"lock_limit": 0}, "lock_limit must be an int from 1 to 1000000"),
+    ({"lock_limit": True}, "lock_limit must be an int from 1 to 1000000"),
+    ({"lock_limit": "3"}, "lock_limit must be an int from 1 to 1000000"),
+    ({"lock_limit": 2.5}, "lock_limit must be an int from 1 to 1000000"),
     ({"lock_window": -1}, "lock_window=-1 must be >= 0"),
     ({"lock_window": "60"}, "lock_window must be a number of seconds"),
 ])

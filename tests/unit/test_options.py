@@ -249,3 +249,55 @@ def test_wrong_debounce_and_replace_values_are_refused(attrs, message):
 @pytest.mark.parametrize("scope", ["queued", "queued_or_running"])
 def test_replace_goes_with_the_queued_scopes(scope):
     assert resolve(on_locked="replace", lock_scope=scope).latest_wins
+
+
+DURATIONS = ["lock_ttl", "lock_heartbeat", "lock_queue_ttl", "lock_retry_delay", "lock_wait_timeout", "lock_window",
+             "lock_debounce", "lock_debounce_max"]
+IMPOSSIBLE = [float("nan"), float("inf"), float("-inf"), 1e16, 10 ** 13]
+
+
+def _with_companions(option, value):
+    """The option at ``value``, with what it needs beside it to be judged alone."""
+    attrs = {option: value}
+    if option == "lock_heartbeat":
+        attrs["lock_ttl"] = 60
+    if option == "lock_debounce_max":
+        attrs["lock_debounce"] = 1
+    return attrs
+
+
+@pytest.mark.parametrize("value", IMPOSSIBLE, ids=repr)
+@pytest.mark.parametrize("option", DURATIONS)
+def test_a_duration_that_cannot_work_is_refused_at_definition_naming_the_option(option, value):
+    app = _finalized_app()
+    with pytest.raises(ConfigurationError, match=rf"task 'odd': {option}=") as info:
+        @app.task(base=LockedTask, name="odd", shared=False, **_with_companions(option, value))
+        def odd():
+            pass
+    assert "finite" in str(info.value) or "longer than" in str(info.value) or "must be >" in str(info.value)
+
+
+@pytest.mark.parametrize("value", IMPOSSIBLE, ids=repr)
+def test_an_app_wide_duration_that_cannot_work_is_refused_naming_the_setting_s_option(value):
+    with pytest.raises(ConfigurationError, match="lock_window="):
+        resolve({"singleton_lock_window": value})
+
+
+@pytest.mark.parametrize("limit", [10 ** 7, 2 ** 63, 0, 1.5])
+def test_a_limit_the_store_cannot_keep_is_refused(limit):
+    with pytest.raises(ConfigurationError, match="lock_limit must be an int from 1 to 1000000"):
+        resolve(lock_limit=limit)
+
+
+def test_a_limit_function_answering_what_the_store_cannot_keep_is_refused_before_anything_is_locked():
+    from celery_singleton_lock.calls.limits import call_limit
+
+    options = resolve(lock_limit=lambda n: n)
+    assert call_limit("t", options, (3,), {}).count == 3
+    for answer in (10 ** 9, float("nan"), 0):
+        with pytest.raises(ConfigurationError, match="the lock_limit function returned"):
+            call_limit("t", options, (answer,), {})
+
+
+def test_the_longest_duration_still_works():
+    assert resolve(lock_window=10 ** 9).window == 1e9

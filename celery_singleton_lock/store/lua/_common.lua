@@ -8,6 +8,15 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- exact_counter(counter, value): refuse, with an error that names the counter, a value at or past
+-- 2^53 - 1, the last integer after which Lua's numbers (doubles) no longer count by one.
+local function exact_counter(counter, value)
+  if value >= 9007199254740991 then
+    error('the fencing counter ' .. counter .. ' holds a value past 2^53, where fences would repeat: '
+      .. 'it was not written by this library; delete it (fences follow the clock without it)')
+  end
+end
+
 -- next_fence(counter, floor): the fencing step. The fence is the server's clock in
 -- microseconds, lifted above the counter (the last fence handed out for the key's bucket) and above the
 -- caller's floor, and the counter is set to it. A quorum client proposes a floor so that the
@@ -17,13 +26,18 @@ end
 --   counter  the fencing counter's key
 --   floor    the proposed floor (number as text), or nil / '' for none
 -- Returns the fence: the counter's value afterwards.
+-- The counter is refused (a script error naming it) when it, or the floor, reaches 2^53 - 1: Lua's
+-- numbers count by one only below 2^53, and past it a fence would repeat. The clock is far below it,
+-- so only a counter someone else wrote gets there.
 local function next_fence(counter, floor)
   local fence = now_us()
   local last = tonumber(redis.call('get', counter) or '0') or 0
+  floor = tonumber(floor or '0') or 0
+  exact_counter(counter, last)
+  exact_counter(counter, floor)
   if last >= fence then
     fence = last + 1
   end
-  floor = tonumber(floor or '0') or 0
   if floor > fence then
     fence = floor
   end

@@ -1,0 +1,50 @@
+"""The test project's settings: the servers come from the environment the tests set."""
+import json
+import os
+
+SECRET_KEY = "test-project-only"
+DEBUG = False
+ALLOWED_HOSTS = ["localhost"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django_celery_results",
+    "django_celery_beat",
+    "celery_singleton_lock.contrib.django",  # manage.py check refuses wrong CELERY_SINGLETON_LOCK_* settings
+    "shop",
+]
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3",
+                         "NAME": os.environ.get("CSL_DJANGO_DB", "/tmp/csl-django-test.sqlite3"),
+                         "OPTIONS": {"timeout": 30}}}
+
+CELERY_BROKER_URL = os.environ.get("BROKER_REDIS_URL", "redis://localhost:6379/0")
+CELERY_RESULT_BACKEND = "django-db"     # django-celery-results
+CELERY_RESULT_EXTENDED = True           # task name, arguments and a duplicate's lock fields in each row
+CELERY_SINGLETON_LOCK_URL = os.environ.get("LOCK_REDIS_URL", "redis://localhost:6379/1")
+CELERY_SINGLETON_LOCK_TTL = 60          # app-wide default of every LockedTask's lock_ttl
+
+# the test suite's own: STARTED states to wait on, one message per worker process at a time
+CELERY_TASK_TRACK_STARTED = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+CELERY_SINGLETON_LOCK_PREFIX = os.environ.get("CSL_TEST_PREFIX", "csltest")
+if os.environ.get("CSL_LOCK_TRANSPORT_OPTIONS"):
+    CELERY_SINGLETON_LOCK_TRANSPORT_OPTIONS = json.loads(os.environ["CSL_LOCK_TRANSPORT_OPTIONS"])
+if os.environ.get("CSL_BROKER_PREFIX"):  # on a Redis the suite did not start: the run's keys only
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": os.environ["CSL_BROKER_PREFIX"]}
+
+# The library logs to the "celery_singleton_lock" logger; in the web process (publishing) it says
+# when a call was skipped at enqueue time or the lock store did not answer.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "celery_singleton_lock": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
+}
