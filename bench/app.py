@@ -169,15 +169,15 @@ def redis_py_lock(run, i):
         lock.release()
 
 
-def _rate_body(run, key):
-    events().rpush(f"starts:{run}", json.dumps({"key": key, "start": time.time()}))
+def _rate_body(run, key, requeues):
+    events().rpush(f"starts:{run}", json.dumps({"key": key, "start": time.time(), "requeues": requeues}))
     time.sleep(0.01)
 
 
-@app.task(name="bench.rate_ours", base=LockedTask, lock_key=("run", "key"), lock_limit=RATE_TIMES,
+@app.task(name="bench.rate_ours", base=LockedTask, bind=True, lock_key=("run", "key"), lock_limit=RATE_TIMES,
           lock_window=RATE_PER, on_locked="retry")
-def rate_ours(run, key, seq):
-    _rate_body(run, key)
+def rate_ours(self, run, key, seq):
+    _rate_body(run, key, int(self.request.get("singleton_lock_retries") or 0))  # the lock's re-queues
 
 
 try:
@@ -189,4 +189,4 @@ if HeimdallTask is not None:
     @app.task(name="bench.rate_heimdall", base=HeimdallTask, bind=True,
               heimdall={"times": RATE_TIMES, "per": RATE_PER, "key": lambda args, kwargs: f"{args[0]}:{args[1]}"})
     def rate_heimdall(self, run, key, seq):
-        _rate_body(run, key)
+        _rate_body(run, key, None)  # heimdall re-publishes refused calls its own way: not counted here

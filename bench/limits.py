@@ -28,13 +28,14 @@ from .micro import _server_usec, count_sends
 from .stats import Series, interleave
 from .worker_path import BASELINE, _requests
 
-__all__ = ["run_limit_cost", "run_rate_storm", "most_in_window", "tightest", "TODAY", "LIMIT1", "LIMIT3", "WINDOW",
+__all__ = ["run_limit_cost", "run_rate_storm", "most_in_window", "tightest", "window_gaps", "TODAY", "LIMIT1", "LIMIT3", "WINDOW",
            "REDIS_PY"]
 
 TODAY = "LockedTask running (today's lock)"
 LIMIT1 = "lock_limit=1 (explicit)"
 LIMIT3 = "lock_limit=3"
-WINDOW = "lock_window=60"
+WINDOW_S = 60
+WINDOW = f"lock_window={WINDOW_S}"
 REDIS_PY = "redis-py Lock in a plain task"
 OURS_RATE = "ours: lock_limit + lock_window, on_locked=retry"
 HEIMDALL_RATE = "celery-heimdall times/per"
@@ -52,6 +53,12 @@ def run_limit_cost(lock_url: str, count: int, rounds: int, log: Callable[[str], 
     tracers = {label: build_tracer(task.name, task, eager=False, propagate=False, app=task.app)
                for label, task in tasks.items()}
     server = redis.Redis.from_url(lock_url)
+    # A lock store younger than a key's window grants none of its places (it cannot tell a fresh
+    # start from a restart that lost them): measure grants, not refusals.
+    young = WINDOW_S - int(server.info("server")["uptime_in_seconds"])
+    if young > 0:
+        log(f"limits: waiting {young} s until the lock store is older than lock_window={WINDOW_S}")
+        time.sleep(young + 1)
     wall, server_us = Series.declared(list(tracers)), Series.declared(list(tracers))
     trips: Dict[str, float] = {}
     commands: Dict[str, Dict[str, float]] = {}  # commands the lock store ran per task
@@ -100,6 +107,16 @@ def most_in_window(starts: List[float], span: float) -> int:
     return best
 
 
+def window_gaps(by_key: Dict[str, List[float]], times: int, per: float) -> List[float]:
+    """For each start that a window's end let in (the ``times``-th after another start of its key),
+    how long after that window's end it started: what a queue behind a window costs in latency."""
+    out: List[float] = []
+    for starts in by_key.values():
+        ordered = sorted(starts)
+        out += [ordered[i] - (ordered[i - times] + per) for i in range(times, len(ordered))]
+    return out
+
+
 def tightest(starts: List[float], n: int) -> float:
     """The shortest span holding ``n`` of ``starts`` (infinite when there are fewer)."""
     ordered = sorted(starts)
@@ -119,6 +136,8 @@ def run_rate_storm(start_worker: Callable[..., Any], events_url: str, keys: int,
     most: Dict[str, List[int]] = defaultdict(list)
     span: Dict[str, List[float]] = defaultdict(list)  # the shortest span of one key's times + 1 starts
     rate = Series.declared(list(tasks))
+    requeues: Dict[str, List[float]] = defaultdict(list)  # re-queues per call, per round
+    gaps: Dict[str, List[float]] = defaultdict(list)  # from a window slot's end to the start it let in
     expected = keys * per_key
     try:
         for r, label in interleave(list(tasks), rounds):
@@ -137,11 +156,16 @@ def run_rate_storm(start_worker: Callable[..., Any], events_url: str, keys: int,
             most[label].append(max(most_in_window(v, bench_app.RATE_PER) for v in by_key.values()))
             span[label].append(min(tightest(v, bench_app.RATE_TIMES + 1) for v in by_key.values()))
             rate.add(label, len(starts) / max(max(s["start"] for s in starts) - began, 1e-6))
+            counted = [s["requeues"] for s in starts if s.get("requeues") is not None]
+            if counted:
+                requeues[label].append(sum(counted) / len(counted))
+            gaps[label] += window_gaps(by_key, bench_app.RATE_TIMES, bench_app.RATE_PER)
             if len(starts) < expected:
                 log(f"rate storm: {label}: {len(starts)} of {expected} started before the deadline")
     finally:
         worker.stop()
         events.close()
     log(f"rate storm: {len(tasks)} variants x {rounds} rounds x {expected} messages done")
-    return {"most": dict(most), "span": dict(span), "rate": rate, "keys": keys, "per_key": per_key, "times": bench_app.RATE_TIMES,
+    return {"most": dict(most), "span": dict(span), "rate": rate, "requeues": dict(requeues), "gaps": dict(gaps),
+            "keys": keys, "per_key": per_key, "times": bench_app.RATE_TIMES,
             "per": bench_app.RATE_PER, "ideal": keys * bench_app.RATE_TIMES / bench_app.RATE_PER}

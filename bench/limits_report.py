@@ -86,8 +86,12 @@ def _storm(storm: dict, command: str, targets: List[Target]) -> List[str]:
     for variant in rate.variants:
         most = storm["most"][variant]
         r = rate.summary(variant)
+        requeues = storm.get("requeues", {}).get(variant, [])
+        gaps = sorted(storm.get("gaps", {}).get(variant, []))
         rows.append([variant, max(most), ", ".join(map(str, most)), _f(min(storm["span"][variant]), 3),
-                     _f(r.median), f"{_f(r.low)} – {_f(r.high)}"])
+                     _f(r.median), f"{_f(r.low)} – {_f(r.high)}",
+                     _f(max(requeues), 2) if requeues else "n/a",
+                     _f(gaps[len(gaps) // 2], 3) if gaps else "n/a"])
     # A place is granted a little before its body records its start: a limiter that keeps the
     # window lets one more start in only by that dispatch delay, never by a large part of the window.
     ours = min(storm["span"][rate.variants[0]])
@@ -101,17 +105,21 @@ def _storm(storm: dict, command: str, targets: List[Target]) -> List[str]:
             f"Produced by `{command}`. A prefork worker (4 children) is sent {storm['per_key']} bursts of "
             f"{storm['keys']} keys at once ({storm['keys'] * storm['per_key']} messages, 10 ms bodies), each "
             f"key limited to {storm['times']} starts per {storm['per']} s: ours with `lock_limit="
-            f"{storm['times']}, lock_window={storm['per']}, on_locked=\"retry\"` (a refused call is re-queued "
-            f"for the window's end), celery-heimdall with `heimdall={{\"times\": {storm['times']}, \"per\": "
+            f"{storm['times']}, lock_window={storm['per']}, on_locked=\"retry\"` (a refused call is handed a turn and "
+            f"re-queued to it), celery-heimdall with `heimdall={{\"times\": {storm['times']}, \"per\": "
             f"{storm['per']}, \"key\": ...}}` (a refused call retried with its countdown). Judged from the "
             f"starts the bodies record: the most starts of one key in any {storm['per']} s span (limit: "
             f"{storm['times']}; the body's record trails its place's grant by the dispatch delay, so the "
             f"shortest span holding {storm['times'] + 1} starts of a key shows by how much a window was short), "
             "and starts per second from the first publish to the last start (the limit "
             f"allows {storm['ideal']:g} a second in steady state; a perfect limiter starts the last burst "
-            f"{ideal_end:g} s after the first).",
+            f"{ideal_end:g} s after the first). Re-queues per call: the lock's re-queues the calls that ran had "
+            "made, per call, the worst round (ours only: heimdall's are not counted); from a window's end "
+            f"to the start it lets in: for each start of a key after its first {storm['times']}, how long "
+            f"after the window of the start {storm['times']} before it ended (median).",
             _table(["variant", f"most starts in {storm['per']} s", "per round",
-                    f"shortest span of {storm['times'] + 1} starts, s", "starts per s (median)", "min – max"], rows)]
+                    f"shortest span of {storm['times'] + 1} starts, s", "starts per s (median)", "min – max",
+                    "re-queues per call", "window's end to next start, s"], rows)]
 
 
 def _verdict(ok: Optional[bool]) -> str:

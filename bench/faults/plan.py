@@ -111,10 +111,12 @@ FAULTS += [
     Fault("window-pause-worker", "window: SIGSTOP a worker 4.5-6 s, then SIGCONT", "pause_worker",
           _WINDOWED + "; a paused holder's place expires and it learns so on resume", limit=2, window=1.5),
     Fault("window-restart-store", "window: lock store restarted empty every 8-14 s", "restart_store",
-          _WINDOWED + "; live holders take their places back, fences keep increasing", limit=2, window=1.5,
-          note="a restart without data forgets the windows of runs that already ended (docs/guarantees.md: "
-               "\"a window whose place was lost is not kept\"): starts over the window's count after a "
-               "restart whose older holders had ended are not told, by design"),
+          _WINDOWED + "; live holders take their places back, fences keep increasing", limit=2, window=1.5),
+    Fault("window5-restart-store", "window of 5 s (> the grant pause): lock store restarted empty every 8-14 s",
+          "restart_store",
+          "`lock_limit=2, lock_window=5`: at most 2 places of a key taken in any 5 s; a restart without data "
+          "forgets the windows of runs that ended, so a server younger than the window grants no place: "
+          "late rather than twice", limit=2, window=5.0),
 ]
 
 _SHARED = ("`SharedLock(limit=2)` held in three plain tasks' bodies (on_locked wait, retry and raise): at most 2 "

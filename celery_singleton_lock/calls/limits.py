@@ -7,10 +7,12 @@ worker's main process when it releases for a dead child). The limit changes the 
 keys (:func:`call_keys`): a key with more than one place or a window is a room of
 places, and every later store call on it (renew, release, fence, events) goes there by
 the key alone, so nothing past this module asks which kind of lock it holds.
-``lock_limit=1`` with no window keeps the singleton lock's keys: today's exact path.
+``lock_limit=1`` with no window keeps the singleton lock's keys: today's exact path; a
+``lock_limit`` function never does, so that all calls of a key count in one room.
 
-What a limit changes for a duplicate is said here too: a window's end is known, so a
-re-queued duplicate aims at it (:func:`window_countdown`).
+What a limit changes for a duplicate is said here too: a window's end is known, and so is
+a turn a full window hands out, so a re-queued duplicate aims at it (:func:`window_countdown`),
+and one whose turn is a moment away waits for it in place (:func:`turn_wait`).
 """
 
 from __future__ import annotations
@@ -26,17 +28,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..config.options import LockOptions
     from ..config.settings import AppSettings
 
-__all__ = ["call_limit", "call_keys", "refuse_unsupported", "window_countdown"]
+__all__ = ["call_limit", "call_keys", "refuse_unsupported", "window_countdown", "turn_wait", "TURN_WAIT_S"]
 
 
 def call_limit(task_name: str, options: "LockOptions", args: Sequence[Any], kwargs: Mapping[str, Any]) -> Limit:
     """The limit of one call: ``lock_limit`` (called with the arguments as the body gets them,
-    as a ``lock_key`` function is) and ``lock_window``."""
+    as a ``lock_key`` function is) and ``lock_window``. A ``lock_limit`` function puts every call
+    of the task in its key's places, even one it answers 1 for: a call under the singleton lock
+    and calls in the places would never see each other."""
     count = options.limit(*args, **kwargs) if callable(options.limit) else options.limit
     if not valid_limit(count):
         raise ConfigurationError(f"task {task_name!r}: the lock_limit function returned {count!r}, "
                                  f"expected an int from 1 to {MAX_LIMIT}", task=task_name)
-    return Limit(count, int(round(options.window * 1000)))
+    # A call that will come back (``retry``) is handed a turn by a full window: see store/places.py.
+    return Limit(count, int(round(options.window * 1000)), room=callable(options.limit),
+                 turns=options.on_locked == "retry")
 
 
 def call_keys(keys: LockKeys, limit: Limit) -> LockKeys:
@@ -54,12 +60,36 @@ def refuse_unsupported(task_name: str, options: "LockOptions", settings: "AppSet
 
 
 def window_countdown(conflict: Optional[Conflict]) -> Optional[float]:
-    """When a re-queued duplicate should try again while every place is inside its window: just
-    after the soonest window's end (a known time: nobody can extend it, and no place frees before
-    it), jittered over a tenth of the window so the re-queued calls do not all come back at once.
-    ``None`` when a run past its window holds a place (it may end at any moment: then
-    ``lock_retry_delay`` applies, as for a singleton lock)."""
-    if conflict is None or conflict.window_ms is None:
+    """When a re-queued duplicate should try again while every place is inside its window.
+
+    A call handed a turn (see :mod:`.store.places`) comes back when it comes, just after (a
+    turn is a known time: the window ends before it are); one whose turn has come already (a
+    place of the turns before it was taken late) comes back just after the soonest window's end
+    (a known time too: nobody can extend it, and no place frees before it), jittered over a
+    tenth of the window so such calls do not all come back at once. ``None`` when a run past its
+    window holds a place (it may end at any moment: then ``lock_retry_delay`` applies, as for a
+    singleton lock)."""
+    if conflict is None:
+        return None
+    if conflict.turn_ms is not None and conflict.turn_ms > 0:
+        return conflict.turn_ms / 1000.0 + random.uniform(0.01, 0.05)
+    if conflict.window_ms is None:
         return None
     window = conflict.window_ms / 1000.0
     return window + random.uniform(0.01, max(0.05, 0.1 * window))
+
+
+def turn_wait(conflict: Conflict) -> Optional[float]:
+    """How long a call refused with a turn waits in place before it asks again: until its turn,
+    or (its turn come) until the soonest window's end, when that is within :data:`TURN_WAIT_S`
+    (a re-queue would cost more than the wait); ``None``: re-queue instead."""
+    if conflict.turn_ms is None:
+        return None
+    wait_ms = conflict.turn_ms if conflict.turn_ms > 0 else conflict.window_ms
+    if wait_ms is None or wait_ms > TURN_WAIT_S * 1000:
+        return None
+    return wait_ms / 1000.0 + 0.005
+
+
+#: The longest a call whose turn is near waits for it in place, holding its worker slot (no place).
+TURN_WAIT_S = 1.0

@@ -39,7 +39,7 @@ from ..exceptions import ConfigurationError
 from ..printable import printable
 from ..config.settings import resolve_settings
 from ..runtime.lock_runtime import LockRuntime, runtime_for
-from ..store import LockRecord, clear_lock, error_text, find_locks, permanent_problem, redact, scan_locks
+from ..store import LockRecord, clear_lock, end_window, error_text, find_locks, permanent_problem, redact, scan_locks
 
 __all__ = ["locks", "main"]
 
@@ -204,7 +204,7 @@ def show(ctx: click.Context, key: str, as_json: bool) -> None:
 @click.argument("key", required=False)
 @click.option("--task", "task", default=None, help="With --stale: only this task's locks.")
 @click.option("--stale", is_flag=True, help="Clear every stale or lost lock (holder not renewing).")
-@click.option("--force", is_flag=True, help="Clear KEY even though its holder still renews it.")
+@click.option("--force", is_flag=True, help="Clear KEY even though its holder still renews it; on a key with a window, end the window too.")
 @click.pass_context
 @_one_line_errors
 def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bool, force: bool) -> None:
@@ -222,12 +222,18 @@ def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bo
     runtime = _runtime(ctx)
     if key is not None:
         # A key with places: each holder by its own token and rules (a released place is its window's)
-        results = [clear_lock(runtime.store, record, force=force) for record in _holders(runtime, key)
-                   if record.state != "released"]
+        found = _holders(runtime, key)
+        results = [clear_lock(runtime.store, record, force=force) for record in found if record.state != "released"]
         for result in results:
             click.echo(printable(result.message), err=not result.cleared)
+        if force and found[0].limit is not None and all(r.cleared for r in results):
+            # --force ends the window too: the places it keeps go, and calls may start at once
+            dropped = end_window(_client(runtime), found[0].key)
+            click.echo(f"ended the window of {printable(found[0].key)}: {dropped} place(s) it kept are free now")
+            sys.exit(0)
         if not results:
-            click.echo(f"{key}: every place is released; only its window keeps them (nothing to clear)", err=True)
+            click.echo(f"{key}: every place is released; only its window keeps them (pass --force to end the "
+                       "window)", err=True)
         sys.exit(0 if results and all(r.cleared for r in results) else 1)
     cleared = kept = 0
     for record in _scan(ctx, runtime, task):

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional
 import redis
 
 from ..store import START_WINDOW_S
+from .judge import WINDOWED
 
 __all__ = ["Child", "reachable", "redis_server_binary", "start_redis", "start_worker", "start_beat",
            "APP_MODULE"]
@@ -143,8 +144,10 @@ def start_redis(workdir: str) -> "tuple[Child, str]":
             raise RuntimeError(f"the embedded redis-server did not start:\n{child.log()[-2000:]}")
         time.sleep(0.05)
     # A server grants no lock in its first seconds (the holders of locks it may have lost in a
-    # restart take them back first): a fresh demo server is no restarted one, so wait them out.
-    time.sleep(START_WINDOW_S + 0.2)
+    # restart take them back first), and no place of a key with a window while it is younger than
+    # the window (it may have lost the places of the window before): a fresh demo server is no
+    # restarted one, so wait them out.
+    time.sleep(max(START_WINDOW_S, WINDOWED.window) + 0.2)
     return child, url
 
 

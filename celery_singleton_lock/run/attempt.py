@@ -217,5 +217,21 @@ def _places(holder: Optional[Conflict]) -> str:
     taken = places_taken(holder)
     if holder is None or taken is None:
         return ""
-    window = f", the soonest window ends in {holder.window_ms / 1000:.1f}s" if holder.window_ms is not None else ""
-    return f" ({taken}{window}; the soonest frees in {holder.pttl_ms / 1000:.1f}s)"
+    return f" ({taken}; {frees(holder)})"
+
+
+def frees(holder: Conflict) -> str:
+    """When a place of a full key frees, as far as the store knows it. A place given back frees when
+    its window ends; a held one when its run ends, never before its window ends, and at the latest
+    when its lease runs out (an upper bound only: the lease is the time a dead holder keeps it)."""
+    latest = holder.pttl_ms / 1000
+    if holder.state == "restarted":
+        return (f"the lock store started less than a window ago and may have lost the places of this key it "
+                f"granted before: it grants one again in {latest:.1f}s")
+    if holder.window_ms is None:
+        return f"a place frees when a run ends, at the latest in {latest:.1f}s (its lease)"
+    earliest = holder.window_ms / 1000
+    if holder.window_ms + 1 >= holder.pttl_ms:
+        return f"the soonest frees in {earliest:.1f}s, when its window ends"
+    return (f"the soonest frees in {earliest:.1f}s, when its window ends, if its run is over by then (else "
+            f"when it is, at the latest in {latest:.1f}s: its lease)")

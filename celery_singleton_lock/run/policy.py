@@ -5,8 +5,9 @@ on_locked  a duplicate at run time                         a duplicate at enqueu
 =========  ==============================================  =============================================
 skip       SUCCESS with result ``None``, body not run      nothing published; the holder's result
 raise      FAILURE with :class:`LockedError`               :class:`LockedError` to the caller
-retry      re-queued after ``lock_retry_delay``, up to     published without an enqueue lock; the
-           ``lock_retry_max`` times, then ``LockedError``  worker re-queues it until the lock is free
+retry      re-queued after ``lock_retry_delay`` (a full    published without an enqueue lock; the
+           window: to the turn it hands out), up to        worker re-queues it until the lock is free
+           ``lock_retry_max`` times, then ``LockedError``
 wait       waits up to ``lock_wait_timeout`` for the       as ``skip``: a copy already waits in the
            release, then FAILURE with ``LockedError``      queue behind the running one
 replace    the newest call waits its turn: re-queued,      published without an enqueue lock: every
@@ -30,7 +31,8 @@ from .attempt import Attempt
 from .decisions import (Decision, EnqueueDecision, Fail, PublishUnlocked, Refuse, Requeue, Run, Skip,
                         SkipAtEnqueue)
 from ..exceptions import LockedError
-from ..store import Conflict
+from ..calls.limits import TURN_WAIT_S, turn_wait
+from ..store import Conflict, Grant
 from .taken import places_taken
 from .turns import TURNS, wait_for_release
 
@@ -90,6 +92,16 @@ class RetryPolicy:
 
     def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
         attempt.conflict(conflict, self.name)
+        # A turn a moment away (a full window's, see store/places.py) is waited for in place.
+        waited = 0.0
+        wait = turn_wait(conflict)
+        while wait is not None and waited + wait <= 2 * TURN_WAIT_S:
+            time.sleep(wait)
+            waited += wait
+            outcome, started = attempt.acquire()
+            if isinstance(outcome, Grant):
+                return Run(outcome, started)
+            conflict, wait = outcome, turn_wait(outcome)
         return Requeue(conflict)  # a queued copy keeps its queue slot
 
     def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:

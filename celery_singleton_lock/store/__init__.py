@@ -6,7 +6,7 @@ benchmarked on its own. The Celery layer uses only the names exported here.
 
 from .backend import (GRANT, MAX_DURATION_MS, MAX_LIMIT, NOT_OURS, Completion, Conflict, Grant, Holder, LockBackend, NotOurs, Outcome, ReleaseEvents,
                       new_token)
-from .admin import (MIN_PREFIX, ClearResult, LockRecord, clear_lock, find_locks, pid_running, read_lock,
+from .admin import (MIN_PREFIX, ClearResult, LockRecord, clear_lock, end_window, find_locks, pid_running, read_lock,
                     scan_locks)
 from .connect import connect, open_store
 from .redaction import ambiguous_credentials, redact, redact_options, split_urls
@@ -29,4 +29,5 @@ __all__ = ["MIN_PREFIX", "pid_running", "LockBackend", "ReleaseEvents", "Holder"
            "Lease", "Renewer", "connect", "open_store", "redact", "redact_options", "split_urls",
            "ambiguous_credentials", "unverified_tls", "STORE_ERRORS", "error_text", "is_permanent",
            "permanent_problem", "ProbeFailed", "probe_store", "LockRecord", "ClearResult", "scan_locks", "read_lock",
-           "find_locks", "clear_lock", "record", "Limit", "MAX_LIMIT", "MAX_DURATION_MS", "limited", "is_places", "QUORUM_LIMIT", "keeps_one_place"]
+           "find_locks", "clear_lock", "end_window", "record", "Limit", "MAX_LIMIT", "MAX_DURATION_MS", "limited",
+           "is_places", "QUORUM_LIMIT", "keeps_one_place"]

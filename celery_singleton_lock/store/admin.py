@@ -26,11 +26,11 @@ from .redis_backend import Client, RedisBackend
 from .keys import KeyLayout
 from . import foreign, record as lock_value
 from .liveness import STALE_HEARTBEATS, Reader, judge, pid_running
-from .admin_places import place_records
+from .admin_places import end_window, place_records
 from .places import is_places
 
 __all__ = ["LockRecord", "scan_locks", "read_lock", "find_locks", "clear_lock", "ClearResult",
-           "STALE_HEARTBEATS", "MIN_PREFIX", "pid_running"]
+           "STALE_HEARTBEATS", "MIN_PREFIX", "pid_running", "end_window"]
 
 #: The fewest digest characters that name a lock (as git abbreviates, but never fewer).
 MIN_PREFIX = 4

@@ -6,7 +6,8 @@ A places key holds one entry per holder, each with its own lease, so each become
 ``clear`` keeps its safety rules per holder. Every record of a key also says how many of
 its places are taken (``held`` of ``limit``) and how long its window still keeps it
 (``window_ms``); a released place that only its window keeps is listed as ``released``, with
-how long ago it was released (``released_ms``).
+how long ago it was released (``released_ms``). Clearing keeps a key's window (the rate holds)
+unless the operator forces it: then :func:`end_window` drops the places only the window keeps.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from . import places, scripts
 
-__all__ = ["place_records"]
+__all__ = ["place_records", "end_window"]
 
 #: Builds one record from a key and its lock fields, as :mod:`.admin` judges a lock (the last
 #: argument is the :class:`~.liveness.Reader` that judges).
@@ -33,6 +34,8 @@ def place_records(client: Any, layout: Any, key: str, now_ms: int, reader: Any, 
     fields.pop("~w", None)
     live = []
     for token, value in fields.items():
+        if token.startswith("~"):
+            continue  # a turn handed out (see places.py): no place
         info = places.decode(value)
         lease, keep = int(info["lease_end"] or 0), int(info["keep_until"] or 0)
         released = info["state"] == "released"
@@ -47,3 +50,9 @@ def place_records(client: Any, layout: Any, key: str, now_ms: int, reader: Any, 
             found.append(replace(record, key=key, held=len(live), limit=limit,
                                  window_ms=window if window > 0 else None, released_ms=ago))
     return sorted(found, key=lambda r: r.since_ms or 0)
+
+
+def end_window(client: Any, key: str) -> int:
+    """Drop the places of ``key`` that only their window keeps (released ones): the key's window
+    ends, and calls may start at once up to its limit. How many were dropped."""
+    return int(client.register_script(scripts.PLACE_END_WINDOW)(keys=(key,)))

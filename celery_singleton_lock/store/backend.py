@@ -71,10 +71,15 @@ MAX_LIMIT = 10 ** 6
 @dataclass(frozen=True)
 class Limit:
     """How many holders one key admits at once (``count``), and how long a place is kept
-    after it was taken (``window_ms``)."""
+    after it was taken (``window_ms``). ``room`` keeps a limit of one with no window in the
+    key's places all the same: the calls of a key whose limit varies per call (a ``lock_limit``
+    function) must all count in one room, whatever each one's limit."""
 
     count: int = 1
     window_ms: int = 0
+    room: bool = False
+    #: Whether a call refused by full windows is handed a turn (it comes back for it: a re-queue).
+    turns: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or not 1 <= self.count <= MAX_LIMIT:
@@ -85,8 +90,8 @@ class Limit:
 
     @property
     def singleton(self) -> bool:
-        """Whether this is the plain lock (one holder, no window): no room of places."""
-        return self.count == 1 and self.window_ms == 0
+        """Whether this is the plain lock (one holder, no window, no room asked for): no room of places."""
+        return self.count == 1 and self.window_ms == 0 and not self.room
 
 
 #: The singleton lock's limit.
@@ -117,7 +122,8 @@ class Conflict:
     (``None`` when one is a run past its window's end, which may free at any moment).
     A place names its holder's token (``holder_token``): one execution of a task id may meet
     another's place while places are free (a redelivery, a ``self.retry()``), and which one
-    it met decides what it does.
+    it met decides what it does. A call handed a turn by a full window learns when it comes
+    (``turn_ms``), to come back then.
     """
 
     task_id: str
@@ -132,6 +138,9 @@ class Conflict:
     limit: int = 1
     window_ms: Optional[int] = None
     holder_token: Optional[str] = None
+    #: For a call that holds a turn (:mod:`.places`): ms until it may take a place (<= 0: it may
+    #: now, and waits for a window that ends late); ``None`` when it holds none.
+    turn_ms: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ caller's token, and fences come from the backend's counters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from . import places
@@ -39,6 +39,12 @@ class _Room:
     places: Dict[str, _Place] = field(default_factory=dict)
     limit: int = 1
     awaited: bool = False
+    #: Turns handed out: task id -> (at, lapses), see places.py.
+    turns: Dict[str, Tuple[float, float]] = field(default_factory=dict)
+
+
+#: A turn lapses a window after it comes, and at least this long after (as in ``_places.lua``).
+TURN_GRACE_MS = 5000
 
 
 @dataclass
@@ -88,7 +94,9 @@ class MemoryPlaces:
             return _Survey(None, {}, None)
         for name in [name for name, place in room.places.items() if place.ends() <= now]:
             del room.places[name]
-        if not room.places:
+        for task in [task for task, (_, lapses) in room.turns.items() if lapses <= now]:
+            del room.turns[task]
+        if not room.places and not room.turns:
             del self._rooms[key]
             return _Survey(None, {}, None)
         others = {name: place for name, place in room.places.items() if name != token}
@@ -130,10 +138,39 @@ class MemoryPlaces:
         twin = seen.twin(holder.twin_id)
         if twin is not None:
             return self._refused(*twin, len(seen.others), None, limit.count, False)
-        if len(seen.others) >= limit.count:
-            return self._refused(*seen.soonest(), len(seen.others), seen.window, limit.count, False)
         now = self._now()
+        room = self._rooms.get(key)
+        turns = dict(room.turns) if room is not None else {}
+        turn_id = holder.twin_id  # a shared lock's hold gets no turn (as ARGV[7] of place_acquire.lua)
+        mine = turns.pop(turn_id, None) if turn_id else None
+        # A call whose turn has come competes for the free places alone; any other queues behind every turn.
+        ahead = 0 if mine is not None and mine[0] <= now else len(turns)
+        if len(seen.others) + ahead >= limit.count:
+            return self._queued(key, seen, turns, mine, turn_id, limit)
+        if mine is not None:
+            del self._rooms[key].turns[turn_id]
         return self._put(key, token, _Place(state, now + ttl_ms, now + limit.window_ms, holder, ttl_ms), limit.count)
+
+    def _queued(self, key: str, seen: _Survey, turns: Dict[str, Tuple[float, float]],
+                mine: Optional[Tuple[float, float]], task_id: str, limit: Limit) -> Conflict:
+        """The refusal of a full key (or of one whose free places are others' turns), handing the
+        call a turn when it comes back for one and none is its yet (see places.py)."""
+        now = self._now()
+        turn = mine[0] if mine is not None else None
+        if (turn is None and limit.turns and limit.window_ms > 0 and task_id
+                and (seen.window is not None or not seen.others)):
+            ends = sorted([p.keep_until for p in seen.others.values()]
+                          + [at + limit.window_ms for at, _ in turns.values()], reverse=True)
+            turn = max(ends[limit.count - 1] if len(ends) >= limit.count else now, now)
+            self._rooms.setdefault(key, _Room()).turns[task_id] = (turn, turn + max(limit.window_ms, TURN_GRACE_MS))
+        if seen.others:
+            refusal = self._refused(*seen.soonest(), len(seen.others), seen.window, limit.count, False)
+        else:  # the places are free, but turns handed out come first: describe the first of them
+            first_task, (at, _) = min(turns.items(), key=lambda item: item[1][0])
+            refusal = Conflict(task_id=first_task, host="-", pid=0, since_ms=0, pttl_ms=max(int(at - now), 0),
+                               heartbeat_ms=0, state="turn", held=0, limit=limit.count,
+                               holder_token="~t" + first_task)
+        return refusal if turn is None else replace(refusal, turn_ms=int(turn - now))
 
     def adopt(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int, holder: Holder,
               limit: Optional[Limit]) -> Union[Grant, Conflict, NotOurs]:

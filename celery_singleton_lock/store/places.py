@@ -9,6 +9,7 @@ with its own lease, never a shared counter that a killed holder would leak)::
       <token>  ->  "<state> <flags> <lease_end> <keep_until> <hb> <ttl> <since> <pid> <host> <task_id>[\t<call>]"
       ~n       ->  the limit of the last grant (a waiter's ask compares against it)
       ~w       ->  present while a waiter asks for the next release to be announced
+      ~t<task id> -> "<at> <lapses>": a turn (below)
 
 ``state`` is ``running``, ``queued`` (an enqueue place waiting for its message) or
 ``released``; ``flags`` is ``-`` or ``r`` (a redelivered copy of the holder's message met
@@ -29,6 +30,16 @@ it). ``lease_end`` and ``keep_until`` are the *server's* clock in ms since the e
   (``survey`` in ``_places.lua``); the hash never holds more than *limit* live places plus
   the dead ones since the last look, and the key's TTL follows its latest place's end, so a
   key nobody touches again disappears with it. ``~n`` and ``~w`` go with the key.
+- **Turns.** A call refused because the windows of a full key have not ended, and that will
+  come back for a place (``on_locked="retry"``: :attr:`Limit.turns`), is handed a turn: the
+  time ``at`` when a place will be its, counted behind the places taken and the turns handed
+  out before (the limit-th latest of their window ends, a turn's window counting from its
+  ``at``), so it is re-queued once, to then, whatever the backlog, instead of coming back at
+  every window's end with all the others. A turn is no place: it holds nothing, and lapses a
+  window after ``at`` (at least five seconds), so a call that never comes back costs one
+  window's slot at most. Calls that hold no turn, or come before theirs, queue behind every
+  turn; a call whose turn has come takes any free place. Turns are the task id's (a re-queue
+  keeps it) and the refusal says when the call's turn comes (``turn_ms``).
 - **Tokens and fences.** Every change compares the caller's token (its own field), so no
   caller renews, releases or hands back a place it does not hold; a released or lapsed
   place is not its token's any more. Fences come from the key's bucket counter, as a
@@ -116,8 +127,9 @@ def _int(value: str) -> Optional[int]:
 
 
 def conflict(reply: Sequence[Any], token: Optional[str], limit: int) -> Conflict:
-    """The :class:`Conflict` of a refusal ``{0, value, pttl, held, window (-1: none), same, token}``."""
+    """The :class:`Conflict` of a refusal ``{0, value, pttl, held, window (-1: none), same, token[, turn]}``."""
     _, value, pttl, held, window, same, holder_token = reply[:7]
+    turn = int(reply[7]) if len(reply) > 7 else None
     fields = decode(value)
     window_ms = int(window)
     return Conflict(task_id=fields["task_id"], host=fields["host"], pid=_int(fields["pid"]),
@@ -125,7 +137,7 @@ def conflict(reply: Sequence[Any], token: Optional[str], limit: int) -> Conflict
                     heartbeat_ms=_int(fields["hb"]), state=fields["state"],
                     same_token=token is not None and int(same) == 1,
                     held=int(held), limit=limit, window_ms=window_ms if window_ms >= 0 else None,
-                    holder_token=text(holder_token))
+                    holder_token=text(holder_token), turn_ms=turn)
 
 
 def text(value: Any) -> str:

@@ -58,7 +58,7 @@ class RedisPlaces:
                      limit: Optional[Limit]) -> Call:
         limit = limit or places.SINGLETON
         return self.acquire_script, (key,), (token, state, limit.count, ttl_ms, limit.window_ms,
-                                             places.tail(ttl_ms, holder), holder.twin_id)
+                                             places.tail(ttl_ms, holder), holder.twin_id, 1 if limit.turns else 0)
 
     def adopt_call(self, queued_key: str, key: str, queued_token: str, token: str, ttl_ms: int, holder: Holder,
                    limit: Optional[Limit]) -> Call:

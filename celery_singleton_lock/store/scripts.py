@@ -16,7 +16,7 @@ from importlib.resources import files
 __all__ = ["RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "FENCE", "RAISE_FENCE", "COMPLETED", "AWAIT",
            "CLEAR_FOREIGN", "GEN_SUPERSEDE", "GEN_PEEK", "GEN_CLAIM",
            "PLACE_ACQUIRE", "PLACE_RELEASE", "PLACE_RENEW", "PLACE_FENCE", "PLACE_ADOPT", "PLACE_REQUEUE",
-           "PLACE_AWAIT", "PLACE_MARK_REDELIVERED", "PLACE_READ"]
+           "PLACE_AWAIT", "PLACE_MARK_REDELIVERED", "PLACE_READ", "PLACE_END_WINDOW"]
 
 
 # Python 3.9's files() takes no namespace package and its joinpath takes one name at a time:
@@ -66,3 +66,4 @@ PLACE_REQUEUE = _place_script("requeue")
 PLACE_AWAIT = _place_script("await")
 PLACE_MARK_REDELIVERED = _place_script("mark_redelivered")
 PLACE_READ = _place_script("read")
+PLACE_END_WINDOW = _place_script("end_window")

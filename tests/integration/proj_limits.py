@@ -32,7 +32,8 @@ def _limited_body(task, key, duration: float) -> None:
         time.sleep(min(0.02, max(deadline - time.monotonic(), 0)))
     events().rpush("intervals", json.dumps(dict(
         task=task.name, id=task.request.id, pid=os.getpid(), key=key, start=started, end=time.time(),
-        asked=_asked.pop(task.request.id, started), fence=_fence(task), retries=task.request.get("retries"))))
+        asked=_asked.pop(task.request.id, started), fence=_fence(task), retries=task.request.get("retries"),
+        requeues=int(task.request.get("singleton_lock_retries") or 0))))
 
 
 @app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=3, on_locked="retry", lock_retry_delay=0.2)
@@ -90,3 +91,33 @@ if os.environ.get("CSL_CRON_TICKS"):
     from celery.schedules import crontab
 
     app.conf.beat_schedule = {"tick": {"task": "tests.integration.proj_limits.ticked_cron", "schedule": crontab()}}
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="raise", lock_ttl=30,
+          lock_limit=lambda key, seq=0, duration=3.0, limit=3: limit)
+def varied(self, key, seq=0, duration=3.0, limit=3):
+    _limited_body(self, key, duration)
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_window=20, on_locked="skip")
+def once_per_20s(self, key, seq=0, duration=0.0):
+    _limited_body(self, key, duration)
+    return seq
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_window=2, lock_ttl=30, on_locked="skip")
+def twice_in_2s(self, key, seq=0, duration=0.0):
+    _limited_body(self, key, duration)
+    return seq
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_limit=2, lock_window=2, on_locked="retry",
+          lock_retry_delay=60)
+def two_per_2s(self, key, seq=0, duration=0.0):
+    _limited_body(self, key, duration)
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_window=6, on_locked="skip")
+def once_per_6s(self, key, seq=0, duration=0.0):
+    _limited_body(self, key, duration)
+    return seq

@@ -97,7 +97,10 @@ def test_clear_of_a_key_with_places_judges_each_holder(proj, store):
     # When an operator clears the key, then each live holder is refused, by its own token
     refused = run_cli("clear", key)
     assert refused.returncode == 1 and refused.stderr.count("refused:") == 2, refused.stderr
-    # and with --force both holders are cleared; every place stays its window's (the rate holds)
+    # and with --force both holders are cleared, and the window ends: no place is kept
     forced = run_cli("clear", "--force", key)
     assert forced.returncode == 0 and forced.stdout.count("cleared ") == 2, forced.stdout + forced.stderr
-    assert [r["state"] for r in json.loads(run_cli("show", key, "--json").stdout)] == ["released"] * 3
+    assert "ended the window" in forced.stdout and "3 place(s)" in forced.stdout, forced.stdout
+    assert isinstance(store.acquire(key, "tok-new", 60_000, Holder("t9", "h", 1, 0, 20_000), limit=Limit(3, 60_000)),
+                      Grant)
+    assert store.holder(key)["held"] == "1"

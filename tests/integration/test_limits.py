@@ -8,6 +8,7 @@ ran at once and how many started within a window.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections import defaultdict
@@ -186,6 +187,73 @@ def test_queued_lets_up_to_the_limit_wait_beside_up_to_the_limit_running(limits_
     assert _most_at_once(intervals) <= 2
 
 
+def test_calls_whose_limit_function_answers_differently_share_one_count(limits_proj, start_worker,
+                                                                         events_redis, lock_redis):
+    start_worker(concurrency=4, app=APP)
+    # Given three long calls of one key whose lock_limit function answers 3, all running
+    first = [limits_proj.varied.delay("v", seq=n, limit=3) for n in range(3)]
+    wait_for(lambda: _held(lock_redis) == 3, 20, what="three places taken")
+    # When a call of the same key whose function answers 1 comes
+    lone = limits_proj.varied.delay("v", seq=3, limit=1)
+    # then it meets the three (one count for the key) and is refused, its body not run
+    with pytest.raises(Exception, match="is held by task"):
+        lone.get(timeout=20)
+    _settle(first, 30)
+    intervals = records(events_redis)
+    assert sorted(e["id"] for e in intervals) == sorted(r.id for r in first)
+    assert _most_at_once(intervals) == 3
+
+
+def test_a_forced_clear_ends_a_window(limits_proj, start_worker, events_redis, lock_redis):
+    from tests.integration.test_cli import run_cli
+
+    _store_older_than(lock_redis, 20)
+    start_worker(concurrency=2, app=APP)
+    # Given a key run once under a window of 20 s, whose next call is refused
+    assert limits_proj.once_per_20s.delay("c", seq=0).get(timeout=20) == 0
+    assert limits_proj.once_per_20s.delay("c", seq=1).get(timeout=20) is None
+    (key,) = lock_keys(lock_redis)
+    # When an operator clears the key with --force
+    forced = run_cli("clear", "--force", key)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    # then the window is over: the next call runs at once
+    assert limits_proj.once_per_20s.delay("c", seq=2).get(timeout=20) == 2
+    assert sorted(e["key"] for e in records(events_redis)) == ["c", "c"]
+
+
+def test_a_refusal_by_a_window_logs_when_the_window_frees_not_the_lease(limits_proj, start_worker, lock_redis):
+    worker = start_worker(concurrency=2, app=APP)
+    # Given a key under a window of 2 s (lock_ttl 30 s) whose place a 1 s run holds
+    first = limits_proj.twice_in_2s.delay("f", seq=0, duration=1.0)
+    wait_for(lambda: _held(lock_redis) == 1, 20, what="the place taken")
+    # When a second call comes meanwhile, it is refused
+    assert limits_proj.twice_in_2s.delay("f", seq=1).get(timeout=20) is None
+    assert first.get(timeout=20) == 0
+    # then its log says the place frees when the window ends, within 2 s, not in the lease's 30 s
+    wait_for(lambda: "is a duplicate (skip)" in worker.log(), 10, what="the refusal's log line")
+    line = next(line for line in worker.log().splitlines() if "is a duplicate (skip)" in line)
+    frees = re.search(r"the soonest frees in (\S+)s, when its window ends", line)
+    assert frees and float(frees.group(1)) <= 2.0, line
+
+
+def test_a_backlog_behind_a_window_is_re_queued_about_once_per_call(limits_proj, start_worker, events_redis):
+    for _ in range(2):
+        start_worker(concurrency=4, app=APP)
+    # Given a key that starts 2 calls per 2 s window, when 16 calls come at once
+    results = [limits_proj.two_per_2s.delay("b", seq=n) for n in range(16)]
+    _settle(results, 90)
+    intervals = records(events_redis)
+    # then every call ran, never more than 2 in a window
+    assert len(intervals) == 16
+    assert _violations(intervals, 2, 2.0) == []
+    # and each waiting call came back about once, when a place was its (not at every window's end)
+    requeues = sorted(e["requeues"] for e in intervals)
+    assert sum(requeues) <= 1.5 * 14 and max(requeues) <= 3, requeues
+    # and the calls ran as the windows allowed (8 windows of 2 s, lock_retry_delay being 60 s)
+    starts = sorted(e["start"] for e in intervals)
+    assert starts[-1] - starts[0] < 8 * 2.0 + 4, starts
+
+
 def _places_running(limits_proj) -> bool:
     workers = limits_proj.app.control.inspect(timeout=0.5).active() or {}
     return sum(len(tasks) for tasks in workers.values()) == 2
@@ -203,7 +271,16 @@ def test_a_killed_worker_frees_its_places_within_lock_ttl(limits_proj, start_wor
     assert len(results) == 2
 
 
-def test_two_beats_with_a_crontab_schedule_run_the_job_once_per_minute(limits_proj, start_worker, events_redis):
+def _store_older_than(lock_redis, window: float) -> None:
+    """Wait until the lock store is older than ``window``: a younger one grants no place of a key with that
+    window (it cannot tell a fresh start from a restart that lost the places of the window before)."""
+    wait_for(lambda: lock_redis.info("server")["uptime_in_seconds"] >= window, window + 5, interval=0.5,
+             what=f"the lock store to be {window:g} s old")
+
+
+def test_two_beats_with_a_crontab_schedule_run_the_job_once_per_minute(limits_proj, start_worker, events_redis,
+                                                                       lock_redis):
+    _store_older_than(lock_redis, 0.9 * 60)
     # Given two beat processes with the same every-minute crontab schedule, the second started
     # 0.7 s after the first, publishing the recipe's job (a window of 0.9 minutes)
     start_worker(concurrency=2, app=APP)

@@ -325,3 +325,38 @@ def a_second_execution_of_one_task_id_meets_the_first_ones_place(bench: Bench) -
     # and once the first let its place go, the task id may take one again
     assert backend.release(keys.lock, _token("first"))
     assert isinstance(backend.acquire(keys.lock, _token("second"), LONG_MS, holder("t"), limit=limit), Grant)
+
+
+@check
+def a_full_window_hands_a_call_that_comes_back_a_turn_behind_the_turns_before_it(bench: Bench) -> None:
+    window = 4 * bench.short_ms
+    limit = Limit(2, window, turns=True)
+    keys = _keys(bench, limit)
+    # Given both places of a key with a window taken and given back at once
+    for name in "ab":
+        _take(bench, keys.lock, _token(name), limit)
+        assert bench.backend.release(keys.lock, _token(name))
+    # When four calls that come back for a turn are refused
+    turns = [_refused(bench, keys.lock, _token(name), limit).turn_ms for name in "cdef"]
+    # then the first two are handed the first window's end, the next two a window later
+    assert all(turn is not None for turn in turns), turns
+    assert 0 < turns[0] <= window and abs(turns[1] - turns[0]) <= 50, turns
+    assert all(window - 50 <= turns[n] - turns[0] <= window + 50 for n in (2, 3)), turns
+    # and asking again before its turn keeps the turn (not one at the back)
+    assert _refused(bench, keys.lock, _token("c"), limit).turn_ms <= turns[0]
+    # and a call that will not come back is handed none
+    assert _refused(bench, keys.lock, _token("x"), Limit(2, window)).turn_ms is None
+    # When the first window has passed
+    bench.elapse(turns[0] + 50)
+    # then a call with no turn queues behind the turns handed out, though both places are free
+    late = _refused(bench, keys.lock, _token("g"), limit)
+    assert late.turn_ms is not None and late.turn_ms > turns[3] - turns[0], (late, turns)
+    assert _refused(bench, keys.lock, _token("y"), Limit(2, window)).held == 0
+    # and a call whose turn is still ahead waits for it
+    assert _refused(bench, keys.lock, _token("e"), limit).turn_ms > 0
+    # and the two whose turn has come take the places, and nobody else gets one
+    _take(bench, keys.lock, _token("c"), limit)
+    _take(bench, keys.lock, _token("d"), limit)
+    assert _refused(bench, keys.lock, _token("c2"), Limit(2, window)).held == 2
+    # and the window still counts from each grant: the next turns come only as those windows end
+    assert _refused(bench, keys.lock, _token("e"), limit).turn_ms > 0

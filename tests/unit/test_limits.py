@@ -138,7 +138,8 @@ def test_a_limit_function_gets_the_calls_arguments():
         return self.lock.key
 
     assert job.apply(("acme",), {"plan": "pro"}).get().endswith(":places")
-    assert not job.apply(("acme",)).get().endswith(":places")  # 1 and no window: the singleton lock
+    # 1 and no window: still the key's places, where the calls answered 5 count too
+    assert job.apply(("acme",)).get().endswith(":places")
     assert ("acme", "pro") in limits_asked
 
     @app.task(base=LockedTask, shared=False, lock_limit=lambda x: 0)
@@ -182,6 +183,23 @@ def test_a_retry_under_a_window_aims_just_after_its_end():
     assert all(2.0 < c <= 2.2 for c in countdowns)
     assert len(set(countdowns)) > 100  # jittered
     assert window_countdown(_conflict(None)) is None and window_countdown(None) is None
+
+
+def test_a_call_handed_a_turn_comes_back_for_it_and_waits_in_place_when_it_is_near():
+    from dataclasses import replace
+
+    from celery_singleton_lock.calls.limits import TURN_WAIT_S, turn_wait
+
+    # A turn 7 s away: re-queued to just after it, not to the soonest window's end
+    far = replace(_conflict(2_000), turn_ms=7_000)
+    assert all(7.0 < window_countdown(far) <= 7.05 for _ in range(50)) and turn_wait(far) is None
+    # A turn a moment away is waited for in place
+    assert 0.3 <= turn_wait(replace(far, turn_ms=300)) <= 0.31
+    # A turn come already (a place of the turn before it was taken late): the soonest window's end
+    assert 0.4 <= turn_wait(replace(_conflict(400), turn_ms=-20)) <= 0.41
+    assert turn_wait(replace(_conflict(int(TURN_WAIT_S * 1000) + 500), turn_ms=0)) is None
+    # No turn: nothing waits in place
+    assert turn_wait(_conflict(300)) is None
 
 
 def test_wait_is_woken_by_a_windows_end():

@@ -46,19 +46,42 @@ local function task_of(v)
   return string.match(v, '^%S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ %S+ ([^\t]*)')
 end
 
--- survey(key, now, token[, task]): drop the places that ended, and describe the others.
+-- A turn (see places.py) is a field '~t<task id>' -> '<at> <lapses>': the call of that task id
+-- may take a place from <at> on, before calls that hold no turn; the turn lapses at <lapses>,
+-- a window after <at>, and at least TURN_GRACE_MS (a call late by more has lost its turn).
+local TURN_GRACE_MS = 5000
+
+-- survey(key, now, token[, task]): drop the places and turns that ended, and describe the others.
 -- Returns: the value under token (nil when none), how many other places are live, the value,
 -- end and token of the one that frees soonest, the soonest window end among the others (nil:
 -- none, or one of them is a run past its window's end, which may free at any moment), the
--- latest end of any live place (0: none), and the token and value of another place held (not
--- released) under the task id task (nil: none; task nil or '': not looked for).
+-- latest end of any live place or turn (0: none), the token and value of another place held (not
+-- released) under the task id task (nil: none; task nil or '': not looked for), the window ends
+-- of the other places, the other turns ({at, task id} each) and the task's own turn (nil: none).
 local function survey(key, now, token, task)
   local all = redis.call('hgetall', key)
   local mine, count, soon_v, soon_e, soon_f, window, last = nil, 0, nil, nil, nil, nil, 0
   local twin_f, twin_v, unbounded = nil, nil, false
+  local keeps, turns, my_turn = {}, {}, nil
+  local turn_f = task and task ~= '' and ('~t' .. task) or nil
   for i = 1, #all, 2 do
     local field, v = all[i], all[i + 1]
-    if string.byte(field, 1) ~= 126 then -- '~': the key's own fields (~n, ~w)
+    if string.sub(field, 1, 2) == '~t' then
+      local at, lapses = string.match(v, '^(%d+) (%d+)$')
+      at, lapses = tonumber(at or '0'), tonumber(lapses or '0')
+      if lapses <= now then
+        redis.call('hdel', key, field)
+      else
+        if lapses > last then
+          last = lapses
+        end
+        if field == turn_f then
+          my_turn = at
+        else
+          turns[#turns + 1] = {at, string.sub(field, 3)}
+        end
+      end
+    elseif string.byte(field, 1) ~= 126 then -- '~': the key's own fields (~n, ~w)
       local state, _, lease, keep = place_parts(v)
       local e = ends_at(state, lease, keep)
       if e <= now then
@@ -74,6 +97,7 @@ local function survey(key, now, token, task)
           if not soon_e or e < soon_e then
             soon_v, soon_e, soon_f = v, e, field
           end
+          keeps[#keeps + 1] = keep
           if keep <= now then
             unbounded = true
           elseif not window or keep < window then
@@ -89,7 +113,38 @@ local function survey(key, now, token, task)
   if unbounded then
     window = nil
   end
-  return mine, count, soon_v, soon_e, soon_f, window, last, twin_f, twin_v
+  return mine, count, soon_v, soon_e, soon_f, window, last, twin_f, twin_v, keeps, turns, my_turn
+end
+
+-- opens_at(now, window): when a key with that window may next be granted a place on this server
+-- (nil: now). A server that started less than a window ago may have lost the places it granted
+-- within the window before its start (a restart without its data): until a window has passed
+-- since, no place is granted, so a call comes late rather than twice. INFO counts whole seconds,
+-- so the server may be up to 1 s older than it says: never younger.
+local function opens_at(now, window)
+  if window <= 0 then
+    return nil
+  end
+  local up = uptime_ms()
+  if up >= window then
+    return nil
+  end
+  return now + window - up
+end
+
+-- next_turn(now, limit, window, keeps, turns): when a call queued behind the places whose windows
+-- end at keeps and behind the turns handed out already may take a place: the limit-th latest of
+-- those window ends (a turn's place is kept a window from its start), and not before now.
+local function next_turn(now, limit, window, keeps, turns)
+  local ends = {}
+  for _, keep in ipairs(keeps) do
+    ends[#ends + 1] = keep
+  end
+  for _, turn in ipairs(turns) do
+    ends[#ends + 1] = turn[1] + window
+  end
+  table.sort(ends, function(a, b) return a > b end)
+  return math.max(ends[limit] or now, now)
 end
 
 -- refused(v, e, now, count, window, same, field): a refusal's reply, {0, value, pttl, held,
