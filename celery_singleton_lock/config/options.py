@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection, Dict, Iterable, Mapping, Optional,
 from ..exceptions import ConfigurationError
 from ..store import MAX_DURATION_MS, MAX_LIMIT
 
-__all__ = ["LockOptions", "MAX_SECONDS", "valid_limit", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
+__all__ = ["LockOptions", "MAX_SECONDS", "valid_limit", "duration", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
            "OPTION_NAMES", "SETTING_NAMES", "refuse_unknown_options", "check_app_defaults"]
 
 SCOPES = ("running", "queued", "queued_or_running")
@@ -110,21 +110,27 @@ def _choice(task: str, name: str, value: Any, allowed: Sequence[str]) -> str:
 MAX_SECONDS = MAX_DURATION_MS // 1000
 
 
-def _seconds(task: str, name: str, value: Any, *, allow_zero: bool = False) -> float:
-    """A duration in seconds. ``nan`` passes every comparison and infinity or a huge number would
-    overflow the store's clock arithmetic (a window of 1e16 s ends before it starts), so each is
-    refused here, naming the option, rather than met later inside a worker holding a lock."""
+def duration(where: str, name: str, value: Any, *, allow_zero: bool = False, task: Optional[str] = None) -> float:
+    """A duration in seconds, or a :class:`ConfigurationError` that says ``where`` and names it.
+
+    ``nan`` passes every comparison and infinity or a huge number would overflow the store's clock
+    arithmetic (a window of 1e16 s ends before it starts), so each is refused here, naming the
+    option, rather than met later inside a worker holding a lock."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(task, f"{name} must be a number of seconds, not {value!r}")
+        raise ConfigurationError(f"{where}: {name} must be a number of seconds, not {value!r}", task=task)
     if isinstance(value, float) and not math.isfinite(value):
-        raise _fail(task, f"{name}={value!r} is not a finite number of seconds")
+        raise ConfigurationError(f"{where}: {name}={value!r} is not a finite number of seconds", task=task)
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise _fail(task, f"{name}={value!r} must be {bound}")
+        raise ConfigurationError(f"{where}: {name}={value!r} must be {bound}", task=task)
     if value > MAX_SECONDS:
-        raise _fail(task, f"{name}={value!r} is longer than the {MAX_SECONDS} s (about 31 years) the lock store "
-                          "counts exactly")
+        raise ConfigurationError(f"{where}: {name}={value!r} is longer than the {MAX_SECONDS} s (about 31 years) "
+                                 "the lock store counts exactly", task=task)
     return float(value)
+
+
+def _seconds(task: str, name: str, value: Any, *, allow_zero: bool = False) -> float:
+    return duration(f"task {task!r}", name, value, allow_zero=allow_zero, task=task)
 
 
 def valid_limit(value: Any) -> bool:

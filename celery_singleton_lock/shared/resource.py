@@ -27,10 +27,11 @@ from typing import Any, Dict, List, Optional, Tuple
 from celery import current_app
 
 from ..calls.encoding import canonical_json, digest
+from ..config.options import valid_limit
 from ..config.settings import resolve_settings
 from ..exceptions import ConfigurationError, UnencodableArgumentError
 from ..runtime.lock_runtime import LockRuntime, runtime_for
-from ..store import QUORUM_LIMIT, Limit, LockKeys, keeps_one_place, limited
+from ..store import MAX_LIMIT, QUORUM_LIMIT, Limit, LockKeys, keeps_one_place, limited
 from .hold import Hold
 from .held import HeldPlace
 from .tuning import Tuning, seconds, tune
@@ -55,8 +56,8 @@ class SharedLock:
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(f"SharedLock: the name must be a non-empty str, not {name!r}")
         where = f"shared lock {name!r}"
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ConfigurationError(f"{where}: limit must be an int >= 1, not {limit!r}", task=name)
+        if not valid_limit(limit):
+            raise ConfigurationError(f"{where}: limit must be an int from 1 to {MAX_LIMIT}, not {limit!r}", task=name)
         if on_locked not in ON_LOCKED:
             raise ConfigurationError(f"{where}: on_locked={on_locked!r} is not one of "
                                      f"{', '.join(map(repr, ON_LOCKED))}", task=name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..config.options import duration
 from ..exceptions import ConfigurationError
 
 __all__ = ["Tuning", "tune", "seconds"]
@@ -30,12 +31,8 @@ class Tuning:
 
 
 def seconds(where: str, name: str, value: Any, *, allow_zero: bool = False) -> float:
-    """A number of seconds (``> 0``, or ``>= 0`` with ``allow_zero``), or a ConfigurationError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"{where}: {name} must be a number of seconds, not {value!r}", task=where)
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ConfigurationError(f"{where}: {name}={value!r} must be {'>= 0' if allow_zero else '> 0'}", task=where)
-    return float(value)
+    """A number of seconds as a task option's is checked (finite, in range), or a ConfigurationError naming it."""
+    return duration(where, name, value, allow_zero=allow_zero, task=where)
 
 
 def _conf(conf: Any, key: str) -> Any:

@@ -198,10 +198,14 @@ def test_in_a_task_the_record_names_the_task_and_its_id_and_retry_waits_when_eag
 
 
 def test_wrong_arguments_are_refused_at_construction():
-    for kwargs, message in [({"limit": 0}, "limit must be an int >= 1"), ({"limit": True}, "limit must be"),
+    for kwargs, message in [({"limit": 0}, "limit must be an int from 1 to 1000000"), ({"limit": True}, "limit must be"),
                             ({"window": -1}, "window=-1 must be >= 0"), ({"ttl": 0}, "ttl=0 must be > 0"),
                             ({"on_locked": "skip"}, "on_locked='skip' is not one of"),
-                            ({"wait_timeout": "1"}, "wait_timeout must be a number")]:
+                            ({"wait_timeout": "1"}, "wait_timeout must be a number"),
+                            ({"limit": 10 ** 7}, "limit must be an int from 1"),
+                            ({"window": float("inf")}, "window=inf is not a finite"),
+                            ({"ttl": float("nan")}, "ttl=nan is not a finite"),
+                            ({"wait_timeout": 1e16}, "wait_timeout=1e\\+16 is longer than")]:
         with pytest.raises(ConfigurationError, match=message):
             SharedLock("x", **kwargs)
     with pytest.raises(ConfigurationError, match="non-empty str"):
