@@ -47,18 +47,13 @@ def _generations(attempt: Attempt) -> GenerationStore:
     return store
 
 
-def _max_ms(attempt: Attempt) -> int:
-    longest = attempt.options.debounce_max
-    return int(longest * 1000) if longest else 0
-
-
 def before_run(attempt: Attempt) -> Optional[Decision]:
     """How a superseded or already claimed message ends, before it asks for the lock; ``None``: ask."""
     gen = generation_of(attempt.request)
     if gen is None or not attempt.options.latest_wins:
         return None
     try:
-        verdict = _generations(attempt).peek(attempt.keys.generation, gen, _max_ms(attempt))
+        verdict = _generations(attempt).peek(attempt.keys.generation, gen)
         if verdict.outcome == "lost":
             verdict = _claim(attempt, gen)  # no run is claimed: it becomes the newest of a new burst
     except STORE_ERRORS:
@@ -78,7 +73,7 @@ def claim_run(attempt: Attempt) -> Optional[Decision]:
 def _claim(attempt: Attempt, gen: int) -> Claim:
     options = attempt.options
     return _generations(attempt).claim(attempt.keys.generation, gen, attempt.request.id or "",
-                                       int((options.queue_ttl + (options.debounce or 0.0)) * 1000), _max_ms(attempt))
+                                       int((options.queue_ttl + (options.debounce or 0.0)) * 1000))
 
 
 def _refusal(attempt: Attempt, verdict: Claim) -> Optional[Decision]:

@@ -9,7 +9,8 @@ small hash (``<lock key>:gen``, in its lock's Cluster slot, with a TTL) holding:
 ``gen``      the newest call's generation: the server's clock in microseconds, lifted
              above the last one (a store restarted empty still hands out newer ones)
 ``task``     the newest call's task id (named in the superseded calls' log lines)
-``first``    when the current burst began (server ms), for ``lock_debounce_max``
+``first``    when the current burst began (server ms): its calls' messages are due by
+             ``lock_debounce_max`` after it
 ``claimed``  the generation that claimed its run; a claim ends the burst
 
 :meth:`GenerationStore.supersede` runs at publish; :meth:`~GenerationStore.claim`
@@ -59,12 +60,12 @@ RUN = Claim("run")
 LOST = Claim("lost")
 
 
-def judge(fields: Mapping[str, Any], gen: int, max_ms: int, now_ms: float) -> Claim:
+def judge(fields: Mapping[str, Any], gen: int) -> Claim:
     """The claim of ``gen`` against a hash's fields (empty when the hash is gone), as ``gen_verdict``
     in ``lua/_common.lua`` decides it: a generation that claimed already ran; one newer than the
     newest the hash names was published before the hash was lost; one older than the newest is
-    superseded, unless the burst has lasted ``max_ms`` (> 0) and it is newer than the last run (a
-    burst that never goes quiet still runs); the newest may run."""
+    superseded, whatever its age (its caller was answered so: a burst that never goes quiet runs
+    its newest call at ``lock_debounce_max``, whose message is due then); the newest may run."""
     last, claimed = int(fields.get("gen") or 0), int(fields.get("claimed") or 0)
     newest = str(fields.get("task") or "")
     if claimed == gen:
@@ -72,9 +73,6 @@ def judge(fields: Mapping[str, Any], gen: int, max_ms: int, now_ms: float) -> Cl
     if gen > last:
         return LOST
     if gen < last:
-        first = fields.get("first")
-        if max_ms > 0 and gen > claimed and first is not None and now_ms - int(first) >= max_ms:
-            return RUN
         return Claim("superseded", newest)
     return RUN
 
@@ -85,13 +83,12 @@ class GenerationStore(Protocol):
     def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
         """Make ``task_id`` the newest call of the key whose hash is ``key``; keep the hash at least ``ttl_ms``."""
 
-    def peek(self, key: str, gen: int, max_ms: int = 0) -> Claim:
+    def peek(self, key: str, gen: int) -> Claim:
         """What :meth:`claim` would answer now, without claiming."""
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Claim:
         """Claim the run for ``gen`` if it may run (see :func:`judge`), and end the burst; a ``"lost"``
-        generation becomes the newest of a new burst instead. ``max_ms``: how long a burst may last
-        (``lock_debounce_max``; 0 for no limit)."""
+        generation becomes the newest of a new burst instead."""
 
 
 def _text(value: Any) -> str:
@@ -111,12 +108,12 @@ class RedisGenerations:
         gen, previous, burst_ms = self._supersede(keys=(key,), args=(task_id, int(ttl_ms)))
         return Superseding(int(gen), _text(previous) or None, int(burst_ms))
 
-    def peek(self, key: str, gen: int, max_ms: int = 0) -> Claim:
-        outcome, by = self._peek(keys=(key,), args=(str(gen), int(max_ms)))
+    def peek(self, key: str, gen: int) -> Claim:
+        outcome, by = self._peek(keys=(key,), args=(str(gen),))
         return Claim(_text(outcome), _text(by))
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
-        outcome, by = self._claim(keys=(key,), args=(str(gen), task_id, int(ttl_ms), int(max_ms)))
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Claim:
+        outcome, by = self._claim(keys=(key,), args=(str(gen), task_id, int(ttl_ms)))
         return Claim(_text(outcome), _text(by))
 
 
@@ -154,15 +151,14 @@ class MemoryGenerations:
             self._keep(key, now_ms, ttl_ms)
             return Superseding(gen, previous, max(int(now_ms) - first, 0))
 
-    def peek(self, key: str, gen: int, max_ms: int = 0) -> Claim:
+    def peek(self, key: str, gen: int) -> Claim:
         with self._guard:
-            now_ms = self._clock() * 1000.0
-            return judge(self._live(key, now_ms), gen, max_ms, now_ms)
+            return judge(self._live(key, self._clock() * 1000.0), gen)
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Claim:
         with self._guard:
             now_ms = self._clock() * 1000.0
-            verdict = judge(self._live(key, now_ms), gen, max_ms, now_ms)
+            verdict = judge(self._live(key, now_ms), gen)
             fields = self._hashes.get(key, {})
             if verdict is LOST:
                 self._hashes[key] = dict(fields, gen=gen, first=int(now_ms))

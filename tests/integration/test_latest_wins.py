@@ -83,6 +83,27 @@ def test_a_burst_that_never_goes_quiet_runs_within_its_max_and_ends_with_the_las
     assert len(runs) <= 4, runs  # one per max-long stretch of the burst, and the last
 
 
+def test_at_its_cap_a_burst_runs_its_newest_call_and_each_call_that_ran_answers_its_own_result(
+        latest, start_worker, events_redis):
+    # Given a task debounced by 0.5 s with lock_debounce_max=1
+    start_worker(app=APP, concurrency=2)
+    # When one key is called every 0.2 s for 4 s (never 0.5 s quiet: a run at each cap)
+    made = _burst(latest.debounced_max, 21, 4.0)
+    _all_ready(made, 30)
+    runs = sorted(_settled(events_redis, 1.5), key=lambda run: run["start"])
+    answers = [result.get(timeout=5) for _, result in made]
+    ran = [run["payload"] for run in runs]
+    # Then the calls that ran are the calls whose result is not None, and each answers its own run
+    assert len(runs) >= 3 and len(set(ran)) == len(ran), runs
+    assert [n for n, answer in enumerate(answers) if answer is not None] == sorted(ran), (answers, runs)
+    assert all(answers[n] == {"key": "k", "payload": n} for n in ran), answers
+    # and each run is the newest call made before it started (publishing takes well under 0.15 s)
+    for run in runs:
+        newer = [n for n, (when, _) in enumerate(made) if n > run["payload"] and when < run["start"] - 0.15]
+        assert not newer, (run, newer, runs)
+    assert ran[-1] == 20 and not overlaps(runs)
+
+
 @pytest.mark.parametrize("name", ["replaced", "replaced_qor"])
 def test_replace_runs_the_newest_of_20_waiting_calls_after_the_running_one(latest, start_worker, events_redis,
                                                                            name):

@@ -48,16 +48,16 @@ local function restart_window(hb)
   return math.min(tonumber(hb), 1000) + 2000
 end
 
--- gen_verdict(key, gen, max_ms): whether the call of generation gen may run, against the key's
+-- gen_verdict(key, gen): whether the call of generation gen may run, against the key's
 -- generation hash (see gen_supersede.lua). A generation that claimed already 'ran' (another
 -- delivery of its message); one newer than the newest the hash names was published before the
 -- hash was 'lost' (a store restarted empty, a message that outlived the TTL): other calls of its
--- burst may be waiting too. One older than the newest is 'superseded', unless the burst has
--- lasted max_ms (> 0) and it is newer than the last run: then it runs, so a burst that never goes
--- quiet still runs. The newest may run.
+-- burst may be waiting too. One older than the newest is 'superseded', whatever its age (its
+-- caller was answered so; a burst that never goes quiet runs its newest call at
+-- lock_debounce_max, when that call's message is due). The newest may run.
 -- Returns the verdict and the newest call's task id ('' with 'run' and 'lost').
-local function gen_verdict(key, gen, max_ms)
-  local h = redis.call('hmget', key, 'gen', 'task', 'claimed', 'first')
+local function gen_verdict(key, gen)
+  local h = redis.call('hmget', key, 'gen', 'task', 'claimed')
   local last = tonumber(h[1] or '0') or 0
   local claimed = tonumber(h[3] or '0') or 0
   local newest = h[2] or ''
@@ -68,10 +68,6 @@ local function gen_verdict(key, gen, max_ms)
     return 'lost', ''
   end
   if gen < last then
-    local first = tonumber(h[4] or '')
-    if max_ms > 0 and gen > claimed and first and now_us() / 1000 - first >= max_ms then
-      return 'run', ''
-    end
     return 'superseded', newest
   end
   return 'run', ''
