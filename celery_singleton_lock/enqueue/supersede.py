@@ -5,10 +5,13 @@ dropped at ``apply_async``: Celery cannot take back a message, so each call is
 published with its *generation* (a header), and the worker runs only the newest
 one of its key (:mod:`.newest`). Publishing a call here:
 
-- makes it the key's newest (one script call, :mod:`.store.generations`); the call
-  it displaced before that one ran (if any) is answered at once, SUCCESS with result
-  ``None``, so its caller's ``.get()`` returns now rather than when its message
-  reaches a worker (which ends it the same way);
+- makes it the key's newest (one script call, :mod:`.store.generations`); once its
+  message is published, the call it displaced before that one ran (if any) is
+  answered, SUCCESS with result ``None``, so its caller's ``.get()`` returns now
+  rather than when its message reaches a worker (which ends it the same way). A
+  publish that raises (the broker refuses, the serializer refuses, ``SystemExit`` in
+  beat) withdraws the call: the key's newest is again the call it displaced, which
+  still runs (:meth:`NewestCall.withdraw`);
 - under ``lock_debounce``, delays the message by the quiet period (after the
   caller's own ``countdown``/``eta``), capped so that it is due no later than
   ``lock_debounce_max`` after the burst's first call.
@@ -27,7 +30,8 @@ superseded it).
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Mapping, MutableMapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, MutableMapping, Optional, Sequence
 
 from celery.utils import uuid
 
@@ -39,7 +43,7 @@ from ..runtime.lock_runtime import runtime_for
 from ..config.settings import AppSettings
 from ..store import STORE_ERRORS, Superseding, error_text, permanent_problem, redact
 
-__all__ = ["stamps", "supersede", "refuse_without_generations", "debounce_wait"]
+__all__ = ["stamps", "supersede", "NewestCall", "refuse_without_generations", "debounce_wait"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -71,11 +75,51 @@ def debounce_wait(options: LockOptions, burst_ms: int) -> float:
     return wait
 
 
+@dataclass
+class NewestCall:
+    """A call made its key's newest, to publish: its task id, the headers to publish it with, and its
+    lock digest (for the enqueue lock, so the arguments are digested once). Once the publish
+    returned, :meth:`published`; if it raised, :meth:`withdraw`."""
+
+    task: Any
+    task_id: str
+    digest: str
+    headers: Dict[str, Any] = field(default_factory=dict)
+    key: str = ""
+    #: What the store answered (``None``: the store was unreachable; the call has no generation).
+    newest: Optional[Superseding] = None
+
+    def published(self) -> None:
+        """Answer the call this one displaced: its ``.get()`` returns now."""
+        previous = self.newest.previous if self.newest else None
+        if not previous or previous == self.task_id:
+            return
+        try:
+            store_skipped(self.task, previous)  # its message ends so too when it reaches a worker
+        except Exception as exc:  # a result backend that cannot answer for another call: its worker will
+            logger.warning("singleton lock: %s: could not store the superseded call %s's result now (%s); "
+                           "it is stored when its message reaches a worker", self.task.name, previous,
+                           error_text(exc))
+
+    def withdraw(self) -> None:
+        """The message was not published: the call it displaced is the key's newest again (unless a
+        newer call came since), so the burst still runs."""
+        if self.newest is None:
+            return
+        generations = runtime_for(self.task.app).store.generations
+        try:
+            if generations is not None:
+                generations.withdraw(self.key, self.newest)
+        except STORE_ERRORS as exc:
+            logger.warning("singleton lock: %s[%s]: its publish failed and the lock store did not take it back "
+                           "as the newest call of %s (%s): the burst runs with the key's next call",
+                           self.task.name, self.task_id, self.key, error_text(exc))
+
+
 def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id: Optional[str],
-              options: MutableMapping[str, Any]) -> Tuple[str, Dict[str, Any], str]:
-    """Make this call its key's newest: its task id, the headers to publish it with, and its lock
-    digest (for the enqueue lock, so the arguments are digested once). Under ``lock_debounce`` the
-    message's ``countdown`` is set in ``options`` (its ``eta`` folded in)."""
+              options: MutableMapping[str, Any]) -> NewestCall:
+    """Make this call its key's newest. Under ``lock_debounce`` the message's ``countdown`` is set in
+    ``options`` (its ``eta`` folded in)."""
     lock_options, argument_key = task.singleton_lock()
     call = CallOptions(options)
     digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
@@ -97,15 +141,8 @@ def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id
         options.pop("eta", None)
         options["countdown"] = delay + debounce_wait(lock_options, newest.burst_ms if newest else 0)
     if newest is None:
-        return task_id, {}, digest
-    if newest.previous and newest.previous != task_id:
-        try:
-            store_skipped(task, newest.previous)  # its .get() returns now; its message ends so too
-        except Exception as exc:  # a result backend that cannot answer for another call: its worker will
-            logger.warning("singleton lock: %s: could not store the superseded call %s's result now (%s); "
-                           "it is stored when its message reaches a worker", task.name, newest.previous,
-                           error_text(exc))
-    return task_id, {headers.GENERATION: str(newest.gen)}, digest
+        return NewestCall(task, task_id, digest)
+    return NewestCall(task, task_id, digest, {headers.GENERATION: str(newest.gen)}, key, newest)
 
 
 def _unreachable(task: Any, runtime: Any, key: str, options: LockOptions, exc: BaseException) -> None:

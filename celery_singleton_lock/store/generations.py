@@ -12,8 +12,11 @@ small hash (``<lock key>:gen``, in its lock's Cluster slot, with a TTL) holding:
 ``first``    when the current burst began (server ms): its calls' messages are due by
              ``lock_debounce_max`` after it
 ``claimed``  the generation that claimed its run; a claim ends the burst
+``top``      the highest generation withdrawn (its publish failed): never handed out again
 
-:meth:`GenerationStore.supersede` runs at publish; :meth:`~GenerationStore.claim`
+:meth:`GenerationStore.supersede` runs at publish (and :meth:`~GenerationStore.withdraw` when
+the publish then fails, so a call that never reaches the broker displaces nothing);
+:meth:`~GenerationStore.claim`
 once the run lock is the caller's: only the newest generation may run, and only
 once, so a broker's second delivery of the same message (a visibility timeout
 passed while it waited for its countdown) finds it claimed and does not run.
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Protocol
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
 
 from . import scripts
 
@@ -42,6 +45,8 @@ class Superseding:
     previous: Optional[str]
     #: How long ago the burst began (ms; 0 for its first call).
     burst_ms: int
+    #: The hash's gen, task and first before this call ("" for absent): what a withdrawal writes back.
+    prior: Tuple[str, str, str] = ("", "", "")
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,10 @@ class GenerationStore(Protocol):
     def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
         """Make ``task_id`` the newest call of the key whose hash is ``key``; keep the hash at least ``ttl_ms``."""
 
+    def withdraw(self, key: str, published: Superseding) -> bool:
+        """The call ``published`` names was not published after all: give the key back to the call
+        it displaced, unless a newer call owns it since; whether it was given back."""
+
     def peek(self, key: str, gen: int) -> Claim:
         """What :meth:`claim` would answer now, without claiming."""
 
@@ -103,10 +112,15 @@ class RedisGenerations:
         self._supersede = client.register_script(scripts.GEN_SUPERSEDE)
         self._peek = client.register_script(scripts.GEN_PEEK)
         self._claim = client.register_script(scripts.GEN_CLAIM)
+        self._withdraw = client.register_script(scripts.GEN_WITHDRAW)
 
     def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
-        gen, previous, burst_ms = self._supersede(keys=(key,), args=(task_id, int(ttl_ms)))
-        return Superseding(int(gen), _text(previous) or None, int(burst_ms))
+        gen, previous, burst_ms, *prior = self._supersede(keys=(key,), args=(task_id, int(ttl_ms)))
+        was = tuple(_text(value) for value in prior) + ("", "", "")
+        return Superseding(int(gen), _text(previous) or None, int(burst_ms), (was[0], was[1], was[2]))
+
+    def withdraw(self, key: str, published: Superseding) -> bool:
+        return bool(self._withdraw(keys=(key,), args=(str(published.gen),) + published.prior))
 
     def peek(self, key: str, gen: int) -> Claim:
         outcome, by = self._peek(keys=(key,), args=(str(gen),))
@@ -143,13 +157,31 @@ class MemoryGenerations:
             now_ms = self._clock() * 1000.0
             fields = self._live(key, now_ms)
             last = int(fields.get("gen") or 0)
-            gen = max(int(now_ms * 1000), last + 1)
+            gen = max(int(now_ms * 1000), last + 1, int(fields.get("top") or 0) + 1)
             previous = fields.get("task") if last > int(fields.get("claimed") or 0) else None
             first = int(fields["first"]) if "first" in fields else int(now_ms)
-            self._hashes[key] = {"gen": gen, "first": first, "claimed": int(fields.get("claimed") or 0)}
+            prior = tuple(str(fields[name]) if name in fields else "" for name in ("gen", "task", "first"))
+            self._hashes[key] = {"gen": gen, "first": first, "claimed": int(fields.get("claimed") or 0),
+                                 "top": int(fields.get("top") or 0)}
             self._tasks[key] = task_id
             self._keep(key, now_ms, ttl_ms)
-            return Superseding(gen, previous, max(int(now_ms) - first, 0))
+            return Superseding(gen, previous, max(int(now_ms) - first, 0), (prior[0], prior[1], prior[2]))
+
+    def withdraw(self, key: str, published: Superseding) -> bool:
+        with self._guard:
+            fields = self._live(key, self._clock() * 1000.0)
+            if int(fields.get("gen") or 0) != published.gen:
+                return False
+            gen, task, first = published.prior
+            kept = {name: value for name, value in self._hashes[key].items() if name not in ("gen", "first")}
+            kept.update({name: int(value) for name, value in (("gen", gen), ("first", first)) if value})
+            kept["top"] = published.gen  # never handed out again: its message may have gone out after all
+            self._hashes[key] = kept
+            if task:
+                self._tasks[key] = task
+            else:
+                self._tasks.pop(key, None)
+            return True
 
     def peek(self, key: str, gen: int) -> Claim:
         with self._guard:

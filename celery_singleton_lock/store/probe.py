@@ -84,6 +84,8 @@ def _probe_generations(store: RedisBackend, generation: str, task_id: str, ttl_m
     generations.peek(generation, published.gen)
     step("gen_claim")
     generations.claim(generation, published.gen, task_id, ttl_ms)
+    step("gen_withdraw")
+    generations.withdraw(generation, published)
 
 
 def _probe_places(store: RedisBackend, key: str, token: str, ttl_ms: int, holder: Holder, step: _Step) -> None:

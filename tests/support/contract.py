@@ -767,5 +767,33 @@ def an_older_call_never_runs_however_long_its_burst_lasted(bench: Bench) -> None
     assert store.claim(key, newest.gen, "call-2", LONG_MS) == Claim("ran", "call-2")
 
 
+@check
+def a_withdrawn_call_gives_its_key_back_to_the_call_it_displaced(bench: Bench) -> None:
+    # Given a burst of two calls, the second withdrawn (its publish failed)
+    store, key = _generations(bench)
+    kept = store.supersede(key, "call-1", LONG_MS)
+    failed = store.supersede(key, "call-2", LONG_MS)
+    assert store.withdraw(key, failed) is True
+    # Then the first is the newest again, and the next call displaces it within the same burst
+    assert store.peek(key, kept.gen) == RUN_CLAIM
+    later = store.supersede(key, "call-3", LONG_MS)
+    assert later.previous == "call-1" and later.gen > failed.gen
+    # When a call withdraws after a newer one came, then the newer one stays the newest
+    assert store.withdraw(key, failed) is False
+    assert store.peek(key, later.gen) == RUN_CLAIM and store.peek(key, kept.gen).outcome == "superseded"
+    # When the first call of a fresh key withdraws, then no call is pending: a later one starts afresh
+    other = f"{key}-fresh"
+    alone = store.supersede(other, "call-4", LONG_MS)
+    assert store.withdraw(other, alone) is True
+    assert store.peek(other, alone.gen) == Claim("lost")
+    assert store.supersede(other, "call-5", LONG_MS).previous is None
+    # When a call made after a claimed run withdraws, then the claimed call is not judged pending
+    assert store.claim(key, later.gen, "call-3", LONG_MS) == RUN_CLAIM
+    after = store.supersede(key, "call-6", LONG_MS)
+    assert after.previous is None and store.withdraw(key, after) is True
+    assert store.peek(key, later.gen) == Claim("ran", "call-3")
+    assert store.supersede(key, "call-7", LONG_MS).burst_ms < 100
+
+
 # -- keys with a limit or a window: their checks live in their own module and register here -------
 from tests.support import contract_places  # noqa: E402,F401  (registers its checks in CHECKS)
