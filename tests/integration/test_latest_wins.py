@@ -142,6 +142,25 @@ def test_replace_runs_the_newest_of_20_waiting_calls_after_the_running_one(lates
     assert {result.get(timeout=5) for _, result in made[:-1]} == {None}
 
 
+@pytest.mark.parametrize("name", ["replaced_default", "debounced_default"])
+def test_the_newest_call_starts_as_soon_as_the_run_it_waits_behind_ends(latest, start_worker, events_redis, name):
+    # Given a task whose newest call wins, with the default lock_retry_delay (5 s), one 1 s run going
+    task = getattr(latest, name)
+    start_worker(app=APP, concurrency=3)
+    first = task.delay("k", 0, 1.0)
+    wait_started(events_redis, 1)
+    # When three more calls are made while it runs
+    made = [(time.time(), task.delay("k", n)) for n in range(1, 4)]
+    _all_ready([(0, first)] + made, 20)
+    runs = sorted(_settled(events_redis, 1.5), key=lambda run: run["start"])
+    # Then the newest ran after the first, as soon as the first ended (not lock_retry_delay later),
+    # and the others ended superseded
+    assert [run["payload"] for run in runs] == [0, 3], runs
+    assert not overlaps(runs)
+    assert runs[1]["start"] - runs[0]["end"] < 0.6, runs
+    assert [result.get(timeout=5) for _, result in made] == [None, None, {"key": "k", "payload": 3}]
+
+
 def test_a_worker_killed_in_the_middle_of_a_burst_loses_nothing_and_runs_nothing_twice(
         latest, start_worker, events_redis):
     # Given a worker that holds a debounced burst, its messages waiting for their countdowns
