@@ -140,11 +140,7 @@ class LockedTask(Task):
             return _send(self, sending, task_id, {}, None)
         # on_locked="replace" / lock_debounce: this call becomes its key's newest (see .supersede)
         call = supersede.supersede(self, args or (), kwargs or {}, task_id, options)
-        try:
-            result = _send(self, sending, call.task_id, call.headers, call.digest)
-        except BaseException:
-            call.withdraw()  # nothing was published: the call it displaced is the newest again
-            raise
+        result = _send(self, sending, call.task_id, call.headers, call.digest)  # raises: nothing displaced
         call.published()
         return result
 

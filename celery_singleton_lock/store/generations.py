@@ -7,16 +7,19 @@ published, and the store decides at run time which one runs. Each key keeps one
 small hash (``<lock key>:gen``, in its lock's Cluster slot, with a TTL) holding:
 
 ``gen``      the newest call's generation: the server's clock in microseconds, lifted
-             above the last one (a store restarted empty still hands out newer ones)
+             above the last one reserved (a store restarted empty still hands out newer ones)
 ``task``     the newest call's task id (named in the superseded calls' log lines)
 ``first``    when the current burst began (server ms): its calls' messages are due by
              ``lock_debounce_max`` after it
 ``claimed``  the generation that claimed its run; a claim ends the burst
-``top``      the highest generation withdrawn (its publish failed): never handed out again
+``top``      the highest generation reserved: never handed out twice
 
-:meth:`GenerationStore.supersede` runs at publish (and :meth:`~GenerationStore.withdraw` when
-the publish then fails, so a call that never reaches the broker displaces nothing);
-:meth:`~GenerationStore.claim`
+A call reserves its generation before its message is published
+(:meth:`GenerationStore.reserve`) and becomes the newest once the message is out
+(:meth:`~GenerationStore.supersede`), so a publish that fails displaces nothing. A
+message whose generation is reserved but newer than the newest proves it was
+published: its publisher has not said so yet, or was killed first, and the worker
+holding it makes it the newest. :meth:`~GenerationStore.claim` runs
 once the run lock is the caller's: only the newest generation may run, and only
 once, so a broker's second delivery of the same message (a visibility timeout
 passed while it waited for its countdown) finds it claimed and does not run.
@@ -28,25 +31,21 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol
 
 from . import scripts
 
-__all__ = ["GenerationStore", "Superseding", "Claim", "RUN", "LOST", "judge", "RedisGenerations", "MemoryGenerations"]
+__all__ = ["GenerationStore", "Reservation", "Claim", "RUN", "LOST", "judge", "RedisGenerations", "MemoryGenerations"]
 
 
 @dataclass(frozen=True)
-class Superseding:
-    """What :meth:`GenerationStore.supersede` answers to the call that became the newest."""
+class Reservation:
+    """What :meth:`GenerationStore.reserve` answers to a call about to be published."""
 
-    #: The new call's generation.
+    #: The call's generation.
     gen: int
-    #: The task id of the call it displaced before that one claimed a run (``None``: none).
-    previous: Optional[str]
-    #: How long ago the burst began (ms; 0 for its first call).
+    #: How long ago the key's current burst began (ms; 0 when none is going on).
     burst_ms: int
-    #: The hash's gen, task and first before this call ("" for absent): what a withdrawal writes back.
-    prior: Tuple[str, str, str] = ("", "", "")
 
 
 @dataclass(frozen=True)
@@ -68,15 +67,16 @@ LOST = Claim("lost")
 def judge(fields: Mapping[str, Any], gen: int) -> Claim:
     """The claim of ``gen`` against a hash's fields (empty when the hash is gone), as ``gen_verdict``
     in ``lua/_common.lua`` decides it: a generation that claimed already ran; one newer than the
-    newest the hash names was published before the hash was lost; one older than the newest is
-    superseded, whatever its age (its caller was answered so: a burst that never goes quiet runs
-    its newest call at ``lock_debounce_max``, whose message is due then); the newest may run."""
+    newest may run if it was reserved (its message is in hand: it was published, its publisher
+    has not said so yet), else it was published before the hash was lost; one older than the
+    newest is superseded, whatever its age (a burst that never goes quiet runs its newest call at
+    ``lock_debounce_max``, whose message is due then); the newest may run."""
     last, claimed = int(fields.get("gen") or 0), int(fields.get("claimed") or 0)
     newest = str(fields.get("task") or "")
     if claimed == gen:
         return Claim("ran", newest)
     if gen > last:
-        return LOST
+        return RUN if gen <= int(fields.get("top") or 0) else LOST
     if gen < last:
         return Claim("superseded", newest)
     return RUN
@@ -85,12 +85,13 @@ def judge(fields: Mapping[str, Any], gen: int) -> Claim:
 class GenerationStore(Protocol):
     """The generation operations a lock store offers (``LockBackend.generations``)."""
 
-    def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
-        """Make ``task_id`` the newest call of the key whose hash is ``key``; keep the hash at least ``ttl_ms``."""
+    def reserve(self, key: str, ttl_ms: int) -> Reservation:
+        """A generation for a call of the key whose hash is ``key``, about to be published; keep the
+        hash at least ``ttl_ms``. The key's newest call is left as it is."""
 
-    def withdraw(self, key: str, published: Superseding) -> bool:
-        """The call ``published`` names was not published after all: give the key back to the call
-        it displaced, unless a newer call owns it since; whether it was given back."""
+    def supersede(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Optional[str]:
+        """The call ``task_id`` of generation ``gen`` was published: make it the newest, unless it or a
+        newer call is already; the task id of the unclaimed call it displaced (``None``: none)."""
 
     def peek(self, key: str, gen: int) -> Claim:
         """What :meth:`claim` would answer now, without claiming."""
@@ -112,15 +113,14 @@ class RedisGenerations:
         self._supersede = client.register_script(scripts.GEN_SUPERSEDE)
         self._peek = client.register_script(scripts.GEN_PEEK)
         self._claim = client.register_script(scripts.GEN_CLAIM)
-        self._withdraw = client.register_script(scripts.GEN_WITHDRAW)
+        self._reserve = client.register_script(scripts.GEN_RESERVE)
 
-    def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
-        gen, previous, burst_ms, *prior = self._supersede(keys=(key,), args=(task_id, int(ttl_ms)))
-        was = tuple(_text(value) for value in prior) + ("", "", "")
-        return Superseding(int(gen), _text(previous) or None, int(burst_ms), (was[0], was[1], was[2]))
+    def reserve(self, key: str, ttl_ms: int) -> Reservation:
+        gen, burst_ms = self._reserve(keys=(key,), args=(int(ttl_ms),))
+        return Reservation(int(gen), int(burst_ms))
 
-    def withdraw(self, key: str, published: Superseding) -> bool:
-        return bool(self._withdraw(keys=(key,), args=(str(published.gen),) + published.prior))
+    def supersede(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Optional[str]:
+        return _text(self._supersede(keys=(key,), args=(str(gen), task_id, int(ttl_ms)))) or None
 
     def peek(self, key: str, gen: int) -> Claim:
         outcome, by = self._peek(keys=(key,), args=(str(gen),))
@@ -143,7 +143,8 @@ class MemoryGenerations:
 
     def _live(self, key: str, now_ms: float) -> Dict[str, Any]:
         if key in self._hashes and self._expires[key] <= now_ms:
-            del self._hashes[key], self._expires[key], self._tasks[key]
+            del self._hashes[key], self._expires[key]
+            self._tasks.pop(key, None)
         fields: Dict[str, Any] = dict(self._hashes.get(key, {}))
         if key in self._tasks:
             fields["task"] = self._tasks[key]
@@ -152,36 +153,29 @@ class MemoryGenerations:
     def _keep(self, key: str, now_ms: float, ttl_ms: int) -> None:
         self._expires[key] = max(self._expires.get(key, 0.0), now_ms + ttl_ms)
 
-    def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
+    def reserve(self, key: str, ttl_ms: int) -> Reservation:
+        with self._guard:
+            now_ms = self._clock() * 1000.0
+            fields = self._live(key, now_ms)
+            high = max(int(fields.get("gen") or 0), int(fields.get("top") or 0))
+            gen = max(int(now_ms * 1000), high + 1)
+            self._hashes.setdefault(key, {})["top"] = gen
+            self._keep(key, now_ms, ttl_ms)
+            first = fields.get("first")
+            return Reservation(gen, max(int(now_ms) - int(first), 0) if first is not None else 0)
+
+    def supersede(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Optional[str]:
         with self._guard:
             now_ms = self._clock() * 1000.0
             fields = self._live(key, now_ms)
             last = int(fields.get("gen") or 0)
-            gen = max(int(now_ms * 1000), last + 1, int(fields.get("top") or 0) + 1)
+            if gen <= last:
+                return None
             previous = fields.get("task") if last > int(fields.get("claimed") or 0) else None
-            first = int(fields["first"]) if "first" in fields else int(now_ms)
-            prior = tuple(str(fields[name]) if name in fields else "" for name in ("gen", "task", "first"))
-            self._hashes[key] = {"gen": gen, "first": first, "claimed": int(fields.get("claimed") or 0),
-                                 "top": int(fields.get("top") or 0)}
+            self._hashes.setdefault(key, {}).update(gen=gen, first=int(fields.get("first", now_ms)))
             self._tasks[key] = task_id
             self._keep(key, now_ms, ttl_ms)
-            return Superseding(gen, previous, max(int(now_ms) - first, 0), (prior[0], prior[1], prior[2]))
-
-    def withdraw(self, key: str, published: Superseding) -> bool:
-        with self._guard:
-            fields = self._live(key, self._clock() * 1000.0)
-            if int(fields.get("gen") or 0) != published.gen:
-                return False
-            gen, task, first = published.prior
-            kept = {name: value for name, value in self._hashes[key].items() if name not in ("gen", "first")}
-            kept.update({name: int(value) for name, value in (("gen", gen), ("first", first)) if value})
-            kept["top"] = published.gen  # never handed out again: its message may have gone out after all
-            self._hashes[key] = kept
-            if task:
-                self._tasks[key] = task
-            else:
-                self._tasks.pop(key, None)
-            return True
+            return previous
 
     def peek(self, key: str, gen: int) -> Claim:
         with self._guard:
@@ -196,7 +190,8 @@ class MemoryGenerations:
                 self._hashes[key] = dict(fields, gen=gen, first=int(now_ms))
                 self._tasks[key] = task_id
                 self._keep(key, now_ms, ttl_ms)
-            elif verdict is RUN:
-                fields["claimed"] = gen
+            elif verdict is RUN:  # the claiming call is the newest from now on
+                fields.update(gen=gen, claimed=gen)
                 fields.pop("first", None)
+                self._tasks[key] = task_id
             return verdict

@@ -124,6 +124,31 @@ def test_a_burst_whose_last_publish_fails_still_runs_once_with_the_last_publishe
     assert made[-1][1].get(timeout=5) == {"key": "k", "payload": 9}
 
 
+def test_a_call_whose_publisher_died_right_after_publishing_it_still_runs(latest, start_worker, events_redis,
+                                                                          monkeypatch):
+    from celery_singleton_lock.store.generations import RedisGenerations
+
+    # Given a worker and a task debounced by 0.5 s, called 10 times
+    start_worker(app=APP, concurrency=2)
+    made = _burst(latest.debounced, 10, 0.5)
+    # When the 11th call is published, and its publisher stops before recording it as the newest
+    def died(*args, **kwargs):
+        raise KeyboardInterrupt("the publisher stopped")
+    monkeypatch.setattr(RedisGenerations, "supersede", died)
+    last = latest.debounced.AsyncResult("unrecorded-call")
+    with pytest.raises(KeyboardInterrupt):
+        latest.debounced.apply_async(("k", 10), task_id=last.id)
+    monkeypatch.undo()
+    # Then the 11th call runs, answering its own result: nothing of the burst is lost
+    assert last.get(timeout=20) == {"key": "k", "payload": 10}
+    _all_ready(made, 20)
+    runs = _settled(events_redis, 1.5)
+    ran = sorted(run["payload"] for run in runs)
+    assert ran[-1] == 10 and set(ran) <= {9, 10}, runs  # the 10th was never told: it may run first
+    answers = [result.get(timeout=5) for _, result in made]
+    assert [n for n, answer in enumerate(answers) if answer is not None] == ran[:-1], (answers, runs)
+
+
 @pytest.mark.parametrize("name", ["replaced", "replaced_qor"])
 def test_replace_runs_the_newest_of_20_waiting_calls_after_the_running_one(latest, start_worker, events_redis,
                                                                            name):

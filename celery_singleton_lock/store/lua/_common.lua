@@ -50,14 +50,16 @@ end
 
 -- gen_verdict(key, gen): whether the call of generation gen may run, against the key's
 -- generation hash (see gen_supersede.lua). A generation that claimed already 'ran' (another
--- delivery of its message); one newer than the newest the hash names was published before the
--- hash was 'lost' (a store restarted empty, a message that outlived the TTL): other calls of its
--- burst may be waiting too. One older than the newest is 'superseded', whatever its age (its
--- caller was answered so; a burst that never goes quiet runs its newest call at
--- lock_debounce_max, when that call's message is due). The newest may run.
+-- delivery of its message). One newer than the newest the hash names may 'run' if it was reserved
+-- (at most top): its message is in hand, so it was published, and its publisher has not yet made
+-- it the newest (or was killed before it could); one above top was published before the hash was
+-- 'lost' (a store restarted empty, a message that outlived the TTL): other calls of its burst may
+-- be waiting too. One older than the newest is 'superseded', whatever its age (a burst that never
+-- goes quiet runs its newest call at lock_debounce_max, when that call's message is due). The
+-- newest may run.
 -- Returns the verdict and the newest call's task id ('' with 'run' and 'lost').
 local function gen_verdict(key, gen)
-  local h = redis.call('hmget', key, 'gen', 'task', 'claimed')
+  local h = redis.call('hmget', key, 'gen', 'task', 'claimed', 'top')
   local last = tonumber(h[1] or '0') or 0
   local claimed = tonumber(h[3] or '0') or 0
   local newest = h[2] or ''
@@ -65,6 +67,9 @@ local function gen_verdict(key, gen)
     return 'ran', newest
   end
   if gen > last then
+    if gen <= (tonumber(h[4] or '0') or 0) then
+      return 'run', ''
+    end
     return 'lost', ''
   end
   if gen < last then

@@ -20,6 +20,7 @@ end
 if verdict ~= 'run' then
   return {verdict, newest}
 end
-redis.call('hset', KEYS[1], 'claimed', ARGV[1])
+-- the claiming call is the newest from now on (its publisher may not have said so yet)
+redis.call('hset', KEYS[1], 'gen', ARGV[1], 'task', ARGV[2], 'claimed', ARGV[1])
 redis.call('hdel', KEYS[1], 'first')
 return {'run', ''}
