@@ -29,6 +29,7 @@ is asked for, so a superseded message ends at once even while another run holds 
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Protocol
@@ -51,11 +52,13 @@ class Reservation:
 @dataclass(frozen=True)
 class Claim:
     """Whether a generation may run: ``"run"``, ``"superseded"`` (``by`` the newer call's task
-    id), ``"ran"`` (this generation was claimed already) or ``"lost"`` (the store forgot the key's
-    calls: a claim makes this one the newest of a new burst, to run after a quiet period)."""
+    id), ``"ran"`` (this generation was claimed already), ``"lost"`` (the store forgot the key's
+    calls: a claim makes this one the newest of a new burst, to run after a quiet period) or
+    ``"pending"`` (a newer call's publish may be under way: ask again in ``wait_ms``)."""
 
     outcome: str
     by: str = ""
+    wait_ms: int = 0
 
 
 #: The one answer that lets a call run.
@@ -64,21 +67,24 @@ RUN = Claim("run")
 LOST = Claim("lost")
 
 
-def judge(fields: Mapping[str, Any], gen: int) -> Claim:
+def judge(fields: Mapping[str, Any], gen: int, now_ms: float, hold_ms: int) -> Claim:
     """The claim of ``gen`` against a hash's fields (empty when the hash is gone), as ``gen_verdict``
     in ``lua/_common.lua`` decides it: a generation that claimed already ran; one newer than the
-    newest may run if it was reserved (its message is in hand: it was published, its publisher
-    has not said so yet), else it was published before the hash was lost; one older than the
-    newest is superseded, whatever its age (a burst that never goes quiet runs its newest call at
-    ``lock_debounce_max``, whose message is due then); the newest may run."""
-    last, claimed = int(fields.get("gen") or 0), int(fields.get("claimed") or 0)
+    newest is the newest if it was reserved (its message is in hand: it was published, its
+    publisher has not said so yet), else it was published before the hash was lost; one older than
+    the newest is superseded, whatever its age; the newest may run, unless a newer generation was
+    reserved less than ``hold_ms`` ago (its message may be out already): pending until then."""
+    last, claimed, top = int(fields.get("gen") or 0), int(fields.get("claimed") or 0), int(fields.get("top") or 0)
     newest = str(fields.get("task") or "")
     if claimed == gen:
         return Claim("ran", newest)
-    if gen > last:
-        return RUN if gen <= int(fields.get("top") or 0) else LOST
+    if gen > top and gen > last:
+        return LOST
     if gen < last:
         return Claim("superseded", newest)
+    left = hold_ms - (now_ms - top / 1000.0)
+    if top > gen and left > 0:
+        return Claim("pending", "", int(math.ceil(left)))
     return RUN
 
 
@@ -93,12 +99,13 @@ class GenerationStore(Protocol):
         """The call ``task_id`` of generation ``gen`` was published: make it the newest, unless it or a
         newer call is already; the task id of the unclaimed call it displaced (``None``: none)."""
 
-    def peek(self, key: str, gen: int) -> Claim:
+    def peek(self, key: str, gen: int, hold_ms: int = 0) -> Claim:
         """What :meth:`claim` would answer now, without claiming."""
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Claim:
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, hold_ms: int = 0) -> Claim:
         """Claim the run for ``gen`` if it may run (see :func:`judge`), and end the burst; a ``"lost"``
-        generation becomes the newest of a new burst instead."""
+        generation becomes the newest of a new burst instead. ``hold_ms``: how long a newer
+        reservation may be a publish under way (the newest call is ``"pending"`` meanwhile)."""
 
 
 def _text(value: Any) -> str:
@@ -122,13 +129,13 @@ class RedisGenerations:
     def supersede(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Optional[str]:
         return _text(self._supersede(keys=(key,), args=(str(gen), task_id, int(ttl_ms)))) or None
 
-    def peek(self, key: str, gen: int) -> Claim:
-        outcome, by = self._peek(keys=(key,), args=(str(gen),))
-        return Claim(_text(outcome), _text(by))
+    def peek(self, key: str, gen: int, hold_ms: int = 0) -> Claim:
+        outcome, by, wait_ms = self._peek(keys=(key,), args=(str(gen), int(hold_ms)))
+        return Claim(_text(outcome), _text(by), int(wait_ms))
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Claim:
-        outcome, by = self._claim(keys=(key,), args=(str(gen), task_id, int(ttl_ms)))
-        return Claim(_text(outcome), _text(by))
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, hold_ms: int = 0) -> Claim:
+        outcome, by, wait_ms = self._claim(keys=(key,), args=(str(gen), task_id, int(ttl_ms), int(hold_ms)))
+        return Claim(_text(outcome), _text(by), int(wait_ms))
 
 
 class MemoryGenerations:
@@ -177,14 +184,15 @@ class MemoryGenerations:
             self._keep(key, now_ms, ttl_ms)
             return previous
 
-    def peek(self, key: str, gen: int) -> Claim:
-        with self._guard:
-            return judge(self._live(key, self._clock() * 1000.0), gen)
-
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Claim:
+    def peek(self, key: str, gen: int, hold_ms: int = 0) -> Claim:
         with self._guard:
             now_ms = self._clock() * 1000.0
-            verdict = judge(self._live(key, now_ms), gen)
+            return judge(self._live(key, now_ms), gen, now_ms, hold_ms)
+
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, hold_ms: int = 0) -> Claim:
+        with self._guard:
+            now_ms = self._clock() * 1000.0
+            verdict = judge(self._live(key, now_ms), gen, now_ms, hold_ms)
             fields = self._hashes.get(key, {})
             if verdict is LOST:
                 self._hashes[key] = dict(fields, gen=gen, first=int(now_ms))

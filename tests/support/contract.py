@@ -787,8 +787,14 @@ def a_call_whose_publish_failed_displaces_nothing(bench: Bench) -> None:
     store, key = _generations(bench)
     kept = _publish(store, key, "call-1", LONG_MS)
     failed = store.reserve(key, LONG_MS)
-    # Then the first is still the newest, and the next call displaces it, newer than the failed one
-    assert store.peek(key, kept.gen) == RUN_CLAIM
+    # Then the first is still the newest: pending while the newer call's message may be on its way,
+    # then free to run
+    pending = store.peek(key, kept.gen, 100)
+    assert pending.outcome == "pending" and 0 < pending.wait_ms <= 101, pending  # ms, rounded up
+    assert store.claim(key, kept.gen, "call-1", LONG_MS, 100).outcome == "pending"
+    bench.elapse(150)
+    assert store.peek(key, kept.gen, 100) == RUN_CLAIM
+    # and the next call displaces it, newer than the failed one
     later = _publish(store, key, "call-3", LONG_MS)
     assert later.previous == "call-1" and later.gen > failed.gen
     assert store.peek(key, later.gen) == RUN_CLAIM and store.peek(key, kept.gen).outcome == "superseded"
@@ -801,9 +807,10 @@ def a_published_call_its_publisher_did_not_record_is_the_newest_when_its_message
     older = _publish(store, key, "call-1", LONG_MS)
     unrecorded = store.reserve(key, LONG_MS)
     # When its message asks, then it runs (a reserved generation in hand was published) and is the newest
-    assert store.peek(key, unrecorded.gen) == RUN_CLAIM
-    assert store.claim(key, unrecorded.gen, "call-2", LONG_MS) == RUN_CLAIM
-    assert store.claim(key, older.gen, "call-1", LONG_MS) == Claim("superseded", "call-2")
+    assert store.peek(key, older.gen, 100).outcome == "pending"
+    assert store.peek(key, unrecorded.gen, 100) == RUN_CLAIM
+    assert store.claim(key, unrecorded.gen, "call-2", LONG_MS, 100) == RUN_CLAIM
+    assert store.claim(key, older.gen, "call-1", LONG_MS, 100) == Claim("superseded", "call-2")
     assert store.claim(key, unrecorded.gen, "call-2", LONG_MS) == Claim("ran", "call-2")
     # and its publisher's late record changes nothing, nor displaces anything
     assert store.supersede(key, unrecorded.gen, "call-2", LONG_MS) is None

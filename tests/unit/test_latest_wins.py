@@ -53,6 +53,8 @@ def test_every_call_is_published_newer_than_the_last_and_due_after_the_quiet_per
 
 @pytest.mark.parametrize("failure", [KeyboardInterrupt, SystemExit, ConnectionError])
 def test_a_call_whose_publish_raises_displaces_nothing(app, monkeypatch, failure):
+    now = [1000.0]
+    app.conf.singleton_lock_backend = MemoryBackend(clock=lambda: now[0])
     sync = _debounced(app, lock_debounce=0.5)
     kept = sync.delay(1, "kept")
     # When the next call's publish raises
@@ -64,11 +66,15 @@ def test_a_call_whose_publish_raises_displaces_nothing(app, monkeypatch, failure
     with pytest.raises(failure):
         sync.delay(1, "lost")
     monkeypatch.setattr(app.amqp, "send_task_message", real)
-    # Then the call before it is not answered, and is still the newest: its message runs
+    # Then the call before it is not answered, and is still the newest: its message looks again once
+    # the failed call's message could have reached a worker (quiet period + grace), then runs
     assert kept.state == "PENDING"
     sync.push_request(id=kept.id, args=(1, "kept"), kwargs={},
                       **{headers.GENERATION: str(_newest_generation(app, sync))})
     try:
+        looks_again = newest.before_run(Attempt(sync, (1, "kept"), {}))
+        assert isinstance(looks_again, Requeue) and looks_again.countdown == pytest.approx(1.5, abs=0.01)
+        now[0] += 1.51
         assert newest.before_run(Attempt(sync, (1, "kept"), {})) is None
     finally:
         sync.pop_request()
