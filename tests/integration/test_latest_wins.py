@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 import importlib
+import os
+import random
+import signal
+import subprocess
+import sys
 import time
+from collections import Counter
 from typing import List
 
 import pytest
@@ -146,6 +152,39 @@ def test_a_call_whose_publisher_died_right_after_publishing_it_still_runs(latest
     runs = _settled(events_redis, 2.5)
     assert [run["payload"] for run in runs] == [10], runs
     assert {result.get(timeout=5) for _, result in made} == {None}
+
+
+_PUBLISHER = """
+import sys, time
+from tests.integration import proj_latest
+for n in range(40):
+    proj_latest.debounced.delay(sys.argv[1], n)
+    if n == 0:
+        print("publishing", flush=True)
+    time.sleep(0.01)
+"""
+
+
+def test_publishers_killed_mid_burst_lose_no_burst_and_run_none_twice(latest, start_worker, events_redis):
+    # Given a worker and a task debounced by 0.5 s
+    start_worker(app=APP, concurrency=2)
+    rng = random.Random(7)
+    keys = [f"killed-{n}" for n in range(12)]
+    for key in keys:
+        # When a publisher process calls one key 40 times in a row and is SIGKILLed mid-burst
+        publisher = subprocess.Popen([sys.executable, "-c", _PUBLISHER, key], env=dict(os.environ),
+                                     stdout=subprocess.PIPE)
+        assert publisher.stdout is not None
+        publisher.stdout.readline()  # its first call is out
+        time.sleep(rng.uniform(0.0, 0.3))  # pacing the kill, not waiting for the worker
+        publisher.kill()
+        publisher.wait()
+        publisher.stdout.close()
+    # Then every key's burst ran, and none ran twice
+    wait_for(lambda: {run["key"] for run in records(events_redis, "started")} >= set(keys), 30, interval=0.2,
+             what="every killed publisher's burst to run")
+    runs = _settled(events_redis, 2.5)
+    assert [key for key, n in Counter(run["key"] for run in runs).items() if n > 1] == [], runs
 
 
 @pytest.mark.parametrize("name", ["replaced", "replaced_qor"])
