@@ -58,6 +58,7 @@ class Sizes:
     rate_keys: int  # the per-key rate-limit storm: keys, bursts of every key, rounds per variant
     rate_bursts: int
     rate_rounds: int
+    handover_rounds: int  # per variant: the newest call's latency behind a run and after a quiet period
 
 
 FULL = Sizes(micro_cycles=1500, micro_rounds=7, micro_server_cycles=20000, key_calls=20000, key_rounds=7,
@@ -66,19 +67,20 @@ FULL = Sizes(micro_cycles=1500, micro_rounds=7, micro_server_cycles=20000, key_c
              e2e_pools=(("solo", 1), ("prefork", 2)), e2e_count=200, e2e_rounds=15,
              storm_pool=("prefork", 4), storm_messages=200, storm_sets=10, storm_rounds=3, profile_count=2000,
              cluster_cycles=1000, cluster_rounds=7, cluster_clients=(2, 4), path_count=2000, path_rounds=9,
-             limit_count=2000, limit_rounds=9, rate_keys=4, rate_bursts=20, rate_rounds=3)
+             limit_count=2000, limit_rounds=9, rate_keys=4, rate_bursts=20, rate_rounds=3,
+             handover_rounds=9)
 SMOKE = Sizes(micro_cycles=20, micro_rounds=1, micro_server_cycles=40, key_calls=200, key_rounds=1,
               hb_sizes=(1, 10), hb_rounds=1,
               hb_period=0.2, hb_periods=1, publish_count=5, publish_rounds=1, e2e_pools=(("solo", 1),),
               e2e_count=5, e2e_rounds=1, storm_pool=("solo", 1), storm_messages=10, storm_sets=2,
               storm_rounds=1, profile_count=10, cluster_cycles=20, cluster_rounds=1, cluster_clients=(1, 2),
               path_count=20, path_rounds=1, limit_count=20, limit_rounds=1, rate_keys=2, rate_bursts=6,
-              rate_rounds=1)
+              rate_rounds=1, handover_rounds=1)
 
 SECTIONS = ("micro", "cluster", "keys", "heartbeat", "publish", "e2e", "worker", "storm", "limits", "ratelimit",
-            "profile")
+            "handover", "profile")
 #: Sections with a block of their own in benchmarks.md: run alone, they replace that block only.
-SPLICED = {"limits", "ratelimit"}
+SPLICED = {"limits", "ratelimit", "handover"}
 
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
@@ -135,7 +137,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             stack.callback(worker.stop)
             return worker.start()
 
-        from . import cluster, e2e, heartbeat, limits, micro, profile, worker_path
+        from . import cluster, e2e, handover, heartbeat, limits, micro, profile, worker_path
         from .report import write_report
 
         results: Dict[str, object] = {}
@@ -182,6 +184,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             _log("limits: per-key rate-limit storm ...")
             results["ratelimit"] = limits.run_rate_storm(start_worker, events, sizes.rate_keys, sizes.rate_bursts,
                                                          sizes.rate_rounds, _log)
+        if "handover" in only:
+            _log("handover: the newest call's latency ...")
+            results["handover"] = handover.run_handover(start_worker, events, sizes.handover_rounds, _log)
         if "profile" in only:
             _log("profile ...")
             results["profile"] = profile.run_profile(lock, sizes.profile_count, log=_log)
@@ -212,7 +217,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             from .limits_report import limits_section, splice
 
             command = f"python -m bench{' --smoke' if args.smoke else ''} --only {','.join(sorted(only))}"
-            written = [splice(args.out, limits_section(results, command, []))]
+            written = []
+            if only & {"limits", "ratelimit"}:
+                written.append(splice(args.out, limits_section(results, command, [])))
+            if "handover" in only:
+                written.append(splice(args.out, handover.handover_section(results, command), handover.BEGIN,
+                                      handover.END))
         else:
             written = write_report(results, args.out, args.out, meta, notes)
     for path in written:

@@ -190,3 +190,22 @@ if HeimdallTask is not None:
               heimdall={"times": RATE_TIMES, "per": RATE_PER, "key": lambda args, kwargs: f"{args[0]}:{args[1]}"})
     def rate_heimdall(self, run, key, seq):
         _rate_body(run, key, None)  # heimdall re-publishes refused calls its own way: not counted here
+
+
+# -- the newest call's hand-over: a 1 s holder, then the newest call of its key ---------------------
+def _handover_body(run: str, payload: int, duration: float) -> None:
+    started = time.time()
+    events().set(f"started:{run}", started)
+    time.sleep(duration)
+    events().rpush(f"handover:{run}", json.dumps({"payload": payload, "start": started, "end": time.time()}))
+
+
+@app.task(name="bench.handover_replace", base=LockedTask, lock_key=("run",), lock_scope="queued",
+          on_locked="replace")
+def handover_replace(run, payload, duration=0.05):
+    _handover_body(run, payload, duration)
+
+
+@app.task(name="bench.handover_debounce", base=LockedTask, lock_key=("run",), lock_debounce=0.3)
+def handover_debounce(run, payload, duration=0.05):
+    _handover_body(run, payload, duration)

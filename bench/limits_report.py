@@ -139,15 +139,15 @@ def limits_section(results: dict, command: str, targets: List[Target]) -> List[s
     return [BEGIN, *blocks, *([verdicts] if verdicts else []), END]
 
 
-def splice(out_dir: str, blocks: List[str]) -> str:
-    """Put the section into the existing benchmarks.md: in place of the old one, or before the
-    comparisons when the page has none yet."""
+def splice(out_dir: str, blocks: List[str], begin: str = BEGIN, end: str = END) -> str:
+    """Put the section (between ``begin`` and ``end``) into the existing benchmarks.md: in place of
+    the old one, or before the comparisons when the page has none yet."""
     path = os.path.join(out_dir, "benchmarks.md")
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
     section = "\n\n".join(blocks) + "\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section.rstrip("\n") + rest.split(end, 1)[1]
     else:
         anchor = "## How it compares, in this run"
         text = text.replace(anchor, section + "\n" + anchor, 1) if anchor in text else text + "\n" + section

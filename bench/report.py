@@ -9,6 +9,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from .stats import Series, Summary
 from .worker_path import METRICS_ON, metrics_share
+from .handover import handover_section
 from .limits_report import limits_section
 
 __all__ = ["write_report"]
@@ -442,6 +443,7 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
         targets.append(("key derivation < 20 µs for a few scalars", f"{small:.2f} µs", _verdict(small < 20)))
 
     doc.add(*limits_section(results, meta["command"], []))
+    doc.add(*handover_section(results, meta["command"]))
 
     # -- targets, profile ------------------------------------------------------------------------
     doc.add("## How it compares, in this run",

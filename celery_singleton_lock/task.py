@@ -138,33 +138,41 @@ class LockedTask(Task):
                     **options: Any) -> Any:
         """Publish; a ``queued*`` task first takes its enqueue lock (see :mod:`.enqueue`)."""
         check_call_shape(args, kwargs)
-        lock_options = self.singleton_lock()[0]
-        newest: dict = {}
-        digest: Optional[str] = None
-        if supersede.stamps(self, task_id, options.get("headers")):
-            # on_locked="replace" / lock_debounce: this call becomes its key's newest (see .supersede)
-            task_id, newest, digest = supersede.supersede(self, args or (), kwargs or {}, task_id, options)
-            if not lock_options.at_enqueue:
-                options["headers"] = headers.library_headers(options.get("headers"), newest)
-        if not lock_options.at_enqueue or self.app.conf.task_always_eager:
-            # Eager runs take the run lock inside apply(); either way, arguments without
-            # a lock key are refused before anything is published (a newest call's were already).
-            if digest is None:
-                publish_digest(self, args or (), kwargs or {}, options.get("serializer"))
-            own = self.lock if task_id is not None and task_id == self.request.id else None
-            if own is not None:
-                # self.retry(): the retry may start while this execution still finishes; it waits for it.
-                options["headers"] = headers.library_headers(options.get("headers"), {headers.AFTER: own.token})
-            return Task.apply_async(self, args, kwargs, task_id, producer, link, link_error, shadow, **options)
+        sending = (args, kwargs, producer, link, link_error, shadow, options)
+        if not supersede.stamps(self, task_id, options.get("headers")):
+            return _send(self, sending, task_id, {}, None)
+        # on_locked="replace" / lock_debounce: this call becomes its key's newest (see .supersede)
+        call = supersede.supersede(self, args or (), kwargs or {}, task_id, options)
+        result = _send(self, sending, call.task_id, call.headers, call.digest)  # raises: nothing displaced
+        call.published()
+        return result
 
-        def publish(publish_id: str, ours: Optional[dict]) -> Any:
-            inherited = options.get("headers")
-            if inherited or ours or newest:
-                # Celery copies a request's headers into self.retry(): ours are set afresh.
-                options["headers"] = headers.library_headers(inherited, {**newest, **(ours or {})})
-            return Task.apply_async(self, args, kwargs, publish_id, producer, link, link_error, shadow, **options)
 
-        return publish_locked(self, args or (), kwargs or {}, task_id, CallOptions(options, link), publish, digest)
+def _send(task: Any, sending: tuple, task_id: Optional[str], newest: dict, digest: Optional[str]) -> Any:
+    """Publish one call (``sending``: apply_async's arguments); a ``queued*`` task under its enqueue lock."""
+    args, kwargs, producer, link, link_error, shadow, options = sending
+    lock_options = task.singleton_lock()[0]
+    if newest and not lock_options.at_enqueue:
+        options["headers"] = headers.library_headers(options.get("headers"), newest)
+    if not lock_options.at_enqueue or task.app.conf.task_always_eager:
+        # Eager runs take the run lock inside apply(); either way, arguments without
+        # a lock key are refused before anything is published (a newest call's were already).
+        if digest is None:
+            publish_digest(task, args or (), kwargs or {}, options.get("serializer"))
+        own = task.lock if task_id is not None and task_id == task.request.id else None
+        if own is not None:
+            # self.retry(): the retry may start while this execution still finishes; it waits for it.
+            options["headers"] = headers.library_headers(options.get("headers"), {headers.AFTER: own.token})
+        return Task.apply_async(task, args, kwargs, task_id, producer, link, link_error, shadow, **options)
+
+    def publish(publish_id: str, ours: Optional[dict]) -> Any:
+        inherited = options.get("headers")
+        if inherited or ours or newest:
+            # Celery copies a request's headers into self.retry(): ours are set afresh.
+            options["headers"] = headers.library_headers(inherited, {**newest, **(ours or {})})
+        return Task.apply_async(task, args, kwargs, publish_id, producer, link, link_error, shadow, **options)
+
+    return publish_locked(task, args or (), kwargs or {}, task_id, CallOptions(options, link), publish, digest)
 
 
 def _sharing(app: Any, task: str, name: str) -> Iterator[Tuple[str, LockOptions]]:

@@ -5,10 +5,15 @@ dropped at ``apply_async``: Celery cannot take back a message, so each call is
 published with its *generation* (a header), and the worker runs only the newest
 one of its key (:mod:`.newest`). Publishing a call here:
 
-- makes it the key's newest (one script call, :mod:`.store.generations`); the call
-  it displaced before that one ran (if any) is answered at once, SUCCESS with result
-  ``None``, so its caller's ``.get()`` returns now rather than when its message
-  reaches a worker (which ends it the same way);
+- reserves its generation (one script call, :mod:`.store.generations`), and makes
+  it the key's newest only once its message is published (a second one,
+  :meth:`NewestCall.published`); the call it displaced before that one ran (if any)
+  is answered then, SUCCESS with result ``None``, so its caller's ``.get()`` returns
+  now rather than when its message reaches a worker (which ends it the same way). A
+  publish that raises (the broker refuses, the serializer refuses, ``SystemExit`` in
+  beat) displaces nothing: the key's newest call is still the one before, which
+  runs. A publisher killed between the publish and the second call leaves that to
+  the message: the worker that takes it makes it the newest;
 - under ``lock_debounce``, delays the message by the quiet period (after the
   caller's own ``countdown``/``eta``), capped so that it is due no later than
   ``lock_debounce_max`` after the burst's first call.
@@ -27,7 +32,8 @@ superseded it).
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Mapping, MutableMapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, MutableMapping, Optional, Sequence
 
 from celery.utils import uuid
 
@@ -37,9 +43,9 @@ from ..config.options import LockOptions
 from .publish import CallOptions, message_digest, store_skipped
 from ..runtime.lock_runtime import runtime_for
 from ..config.settings import AppSettings
-from ..store import STORE_ERRORS, Superseding, error_text, permanent_problem, redact
+from ..store import STORE_ERRORS, Reservation, error_text, permanent_problem, redact
 
-__all__ = ["stamps", "supersede", "refuse_without_generations", "debounce_wait"]
+__all__ = ["stamps", "supersede", "NewestCall", "refuse_without_generations", "debounce_wait"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -71,11 +77,48 @@ def debounce_wait(options: LockOptions, burst_ms: int) -> float:
     return wait
 
 
+@dataclass
+class NewestCall:
+    """A call to publish as its key's newest: its task id, the headers to publish it with, and its
+    lock digest (for the enqueue lock, so the arguments are digested once). Once the publish
+    returned, :meth:`published`."""
+
+    task: Any
+    task_id: str
+    digest: str
+    headers: Dict[str, Any] = field(default_factory=dict)
+    key: str = ""
+    #: Its reserved generation (``None``: the store was unreachable; the call has no generation).
+    reserved: Optional[Reservation] = None
+    ttl_ms: int = 0
+
+    def published(self) -> None:
+        """Make the call its key's newest, and answer the call it displaced: its ``.get()`` returns now."""
+        if self.reserved is None:
+            return
+        generations = runtime_for(self.task.app).store.generations
+        try:
+            previous = generations.supersede(self.key, self.reserved.gen, self.task_id, self.ttl_ms) \
+                if generations is not None else None
+        except STORE_ERRORS as exc:
+            logger.warning("singleton lock: %s[%s]: published, but the lock store did not record it as the newest "
+                           "call of %s (%s); its message does when a worker takes it", self.task.name,
+                           self.task_id, self.key, error_text(exc))
+            return
+        if not previous or previous == self.task_id:
+            return
+        try:
+            store_skipped(self.task, previous)  # its message ends so too when it reaches a worker
+        except Exception as exc:  # a result backend that cannot answer for another call: its worker will
+            logger.warning("singleton lock: %s: could not store the superseded call %s's result now (%s); "
+                           "it is stored when its message reaches a worker", self.task.name, previous,
+                           error_text(exc))
+
+
 def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id: Optional[str],
-              options: MutableMapping[str, Any]) -> Tuple[str, Dict[str, Any], str]:
-    """Make this call its key's newest: its task id, the headers to publish it with, and its lock
-    digest (for the enqueue lock, so the arguments are digested once). Under ``lock_debounce`` the
-    message's ``countdown`` is set in ``options`` (its ``eta`` folded in)."""
+              options: MutableMapping[str, Any]) -> NewestCall:
+    """Reserve this call's generation, to make it its key's newest once published. Under
+    ``lock_debounce`` the message's ``countdown`` is set in ``options`` (its ``eta`` folded in)."""
     lock_options, argument_key = task.singleton_lock()
     call = CallOptions(options)
     digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
@@ -87,25 +130,18 @@ def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id
     if generations is None:
         refuse_without_generations(task.name, lock_options, runtime.settings)
         raise ConfigurationError(f"task {task.name!r}: the lock store keeps no generations", task=task.name)
-    newest: Optional[Superseding] = None
+    reserved: Optional[Reservation] = None
+    ttl_ms = int((lock_options.queue_ttl + delay + (lock_options.debounce or 0.0)) * 1000)
     try:
-        newest = generations.supersede(key, task_id, int((lock_options.queue_ttl + delay +
-                                                          (lock_options.debounce or 0.0)) * 1000))
+        reserved = generations.reserve(key, ttl_ms)
     except STORE_ERRORS as exc:
         _unreachable(task, runtime, key, lock_options, exc)
     if lock_options.debounce is not None:
         options.pop("eta", None)
-        options["countdown"] = delay + debounce_wait(lock_options, newest.burst_ms if newest else 0)
-    if newest is None:
-        return task_id, {}, digest
-    if newest.previous and newest.previous != task_id:
-        try:
-            store_skipped(task, newest.previous)  # its .get() returns now; its message ends so too
-        except Exception as exc:  # a result backend that cannot answer for another call: its worker will
-            logger.warning("singleton lock: %s: could not store the superseded call %s's result now (%s); "
-                           "it is stored when its message reaches a worker", task.name, newest.previous,
-                           error_text(exc))
-    return task_id, {headers.GENERATION: str(newest.gen)}, digest
+        options["countdown"] = delay + debounce_wait(lock_options, reserved.burst_ms if reserved else 0)
+    if reserved is None:
+        return NewestCall(task, task_id, digest)
+    return NewestCall(task, task_id, digest, {headers.GENERATION: str(reserved.gen)}, key, reserved, ttl_ms)
 
 
 def _unreachable(task: Any, runtime: Any, key: str, options: LockOptions, exc: BaseException) -> None:

@@ -2,7 +2,8 @@
 
 - ``guarded.py``: runs one execution; ``attempt.py``: its keys, token and asks of the store.
 - ``policy.py``: the duplicate policy as one table; ``decisions.py``: the values it returns.
-- ``turns.py``, ``newest.py``: holders that are no duplicate's; the newest call's claim.
+- ``turns.py``, ``newest.py``, ``handover.py``: holders that are no duplicate's; the newest call's claim, and
+  its wait for the run it follows.
 - ``requeue.py``, ``exits.py``: putting a message back; every way an execution ends.
 - ``handle.py``, ``taken.py``, ``outcome.py``: ``self.lock``; what a refusal says; where it is recorded.
 

@@ -27,6 +27,9 @@ __all__ = ["generation_of", "before_run", "claim_run"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
+#: Seconds a publish may take, from its call's reservation until its message can reach a worker.
+PUBLISH_GRACE = 1.0
+
 
 def generation_of(request: Any) -> Optional[int]:
     """The generation a message carries (``None``: published without one, or not one the store
@@ -44,18 +47,13 @@ def _generations(attempt: Attempt) -> GenerationStore:
     return store
 
 
-def _max_ms(attempt: Attempt) -> int:
-    longest = attempt.options.debounce_max
-    return int(longest * 1000) if longest else 0
-
-
 def before_run(attempt: Attempt) -> Optional[Decision]:
     """How a superseded or already claimed message ends, before it asks for the lock; ``None``: ask."""
     gen = generation_of(attempt.request)
     if gen is None or not attempt.options.latest_wins:
         return None
     try:
-        verdict = _generations(attempt).peek(attempt.keys.generation, gen, _max_ms(attempt))
+        verdict = _generations(attempt).peek(attempt.keys.generation, gen, _hold_ms(attempt))
         if verdict.outcome == "lost":
             verdict = _claim(attempt, gen)  # no run is claimed: it becomes the newest of a new burst
     except STORE_ERRORS:
@@ -75,7 +73,14 @@ def claim_run(attempt: Attempt) -> Optional[Decision]:
 def _claim(attempt: Attempt, gen: int) -> Claim:
     options = attempt.options
     return _generations(attempt).claim(attempt.keys.generation, gen, attempt.request.id or "",
-                                       int((options.queue_ttl + (options.debounce or 0.0)) * 1000), _max_ms(attempt))
+                                       int((options.queue_ttl + (options.debounce or 0.0)) * 1000),
+                                       _hold_ms(attempt))
+
+
+def _hold_ms(attempt: Attempt) -> int:
+    """How long after a newer call's reservation its message may still be on its way to a worker:
+    the quiet period it is published with (no longer than lock_debounce), and :data:`PUBLISH_GRACE`."""
+    return int(((attempt.options.debounce or 0.0) + PUBLISH_GRACE) * 1000)
 
 
 def _refusal(attempt: Attempt, verdict: Claim) -> Optional[Decision]:
@@ -90,6 +95,13 @@ def _refusal(attempt: Attempt, verdict: Claim) -> Optional[Decision]:
                        "is the newest now and runs unless a newer one arrives within %s", task.name, task_id,
                        key, f"{quiet:g}s" if quiet else "lock_retry_delay")
         return Requeue(None, counted=False, countdown=quiet)
+    if verdict.outcome == "pending":
+        # A newer call reserved its generation a moment ago: its message may be out although its
+        # publisher has not said so (or was killed before it could). Running now could run both.
+        wait = verdict.wait_ms / 1000.0
+        logger.info("singleton lock: %s[%s]: a newer call of key %s is being published; this call looks again "
+                    "in %.1fs (it runs then unless that call was published)", task.name, task_id, key, wait)
+        return Requeue(None, counted=False, countdown=wait)
     attempt.give_up_queue_slot()
     if verdict.outcome == "ran":
         logger.info("singleton lock: %s[%s]: another delivery of this call claimed its run of key %s; "

@@ -10,8 +10,8 @@ retry      re-queued after ``lock_retry_delay`` (a full    published without an 
            ``lock_retry_max`` times, then ``LockedError``
 wait       waits up to ``lock_wait_timeout`` for the       as ``skip``: a copy already waits in the
            release, then FAILURE with ``LockedError``      queue behind the running one
-replace    the newest call waits its turn: re-queued,      published without an enqueue lock: every
-           uncounted, until the running copy is done       call is, and the newest one runs
+replace    the newest call waits its turn: in the worker,  published without an enqueue lock: every
+           woken when the running copy ends                call is, and the newest one runs
 =========  ==============================================  =============================================
 
 Under ``replace`` (and ``lock_debounce``) a call that a newer one superseded ends before it asks
@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from typing import Dict, Union
 
+from . import handover
 from .attempt import Attempt
 from .decisions import (Decision, EnqueueDecision, Fail, PublishUnlocked, Refuse, Requeue, Run, Skip,
                         SkipAtEnqueue)
@@ -133,6 +134,8 @@ class ReplacePolicy:
 
     def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
         # Superseded calls ended before they asked for the lock: this one is the newest.
+        if handover.waits_in_worker(attempt):
+            return handover.wait_turn(attempt, conflict)  # it starts as soon as the running copy ends
         attempt.waits_turn(conflict, "the running copy (it is the newest call)")
         return Requeue(conflict, counted=False)
 

@@ -12,7 +12,8 @@ here, in this order (:data:`TURNS`):
     without releasing, this copy waits for its lock to run out and runs.
 :class:`QueuedTurn`
     the one copy that ``queued`` lets wait behind a running one: back to the queue
-    (keeping its slot, not counted by ``lock_retry_max``) until the running copy is done.
+    (keeping its slot, not counted by ``lock_retry_max``) until the running copy is done;
+    the newest call of ``replace`` waits in the worker instead (:mod:`.handover`).
 
 Each ``decide`` returns a :class:`~.decisions.Decision`, or the :class:`Conflict`
 with whoever holds the lock now, for the next case (and finally ``on_locked``) to judge.
@@ -24,6 +25,7 @@ import logging
 import time
 from typing import Callable, Optional, Sequence, Union
 
+from . import handover
 from .attempt import Attempt
 from .decisions import Decision, Ignored, Requeue, Run
 from ..store import STORE_ERRORS, Conflict, Grant
@@ -145,6 +147,8 @@ class QueuedTurn:
         return attempt.holds_queue_slot
 
     def decide(self, attempt: Attempt, conflict: Conflict) -> Verdict:
+        if handover.waits_in_worker(attempt):
+            return handover.wait_turn(attempt, conflict)  # the newest call: it runs when the holder ends
         attempt.waits_turn(conflict, "the running copy")
         if attempt.options.on_locked == "wait":
             outcome = wait_for_release(attempt)

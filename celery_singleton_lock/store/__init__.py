@@ -14,7 +14,7 @@ from .errors import STORE_ERRORS, error_text, is_permanent, permanent_problem
 from .heartbeat import Renewer
 from .tls import unverified_tls
 from .lease import Lease
-from .generations import Claim, GenerationStore, Superseding
+from .generations import Claim, GenerationStore, Reservation
 from .keys import DEFAULT_PREFIX, KeyLayout, LockKeys
 from .memory import MemoryBackend
 from .probe import ProbeFailed, probe_store
@@ -25,7 +25,7 @@ from .start_gate import WINDOW_S as START_WINDOW_S, RestartWait, wait_for_gate
 
 __all__ = ["MIN_PREFIX", "pid_running", "LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
            "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "wait_for_gate", "MemoryBackend", "KeyLayout",
-           "LockKeys", "DEFAULT_PREFIX", "GenerationStore", "Superseding", "Claim",
+           "LockKeys", "DEFAULT_PREFIX", "GenerationStore", "Reservation", "Claim",
            "Lease", "Renewer", "connect", "open_store", "redact", "redact_options", "split_urls",
            "ambiguous_credentials", "unverified_tls", "STORE_ERRORS", "error_text", "is_permanent",
            "permanent_problem", "ProbeFailed", "probe_store", "LockRecord", "ClearResult", "scan_locks", "read_lock",

@@ -7,12 +7,19 @@ published, and the store decides at run time which one runs. Each key keeps one
 small hash (``<lock key>:gen``, in its lock's Cluster slot, with a TTL) holding:
 
 ``gen``      the newest call's generation: the server's clock in microseconds, lifted
-             above the last one (a store restarted empty still hands out newer ones)
+             above the last one reserved (a store restarted empty still hands out newer ones)
 ``task``     the newest call's task id (named in the superseded calls' log lines)
-``first``    when the current burst began (server ms), for ``lock_debounce_max``
+``first``    when the current burst began (server ms): its calls' messages are due by
+             ``lock_debounce_max`` after it
 ``claimed``  the generation that claimed its run; a claim ends the burst
+``top``      the highest generation reserved: never handed out twice
 
-:meth:`GenerationStore.supersede` runs at publish; :meth:`~GenerationStore.claim`
+A call reserves its generation before its message is published
+(:meth:`GenerationStore.reserve`) and becomes the newest once the message is out
+(:meth:`~GenerationStore.supersede`), so a publish that fails displaces nothing. A
+message whose generation is reserved but newer than the newest proves it was
+published: its publisher has not said so yet, or was killed first, and the worker
+holding it makes it the newest. :meth:`~GenerationStore.claim` runs
 once the run lock is the caller's: only the newest generation may run, and only
 once, so a broker's second delivery of the same message (a visibility timeout
 passed while it waited for its countdown) finds it claimed and does not run.
@@ -22,35 +29,36 @@ is asked for, so a superseded message ends at once even while another run holds 
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Protocol
 
 from . import scripts
 
-__all__ = ["GenerationStore", "Superseding", "Claim", "RUN", "LOST", "judge", "RedisGenerations", "MemoryGenerations"]
+__all__ = ["GenerationStore", "Reservation", "Claim", "RUN", "LOST", "judge", "RedisGenerations", "MemoryGenerations"]
 
 
 @dataclass(frozen=True)
-class Superseding:
-    """What :meth:`GenerationStore.supersede` answers to the call that became the newest."""
+class Reservation:
+    """What :meth:`GenerationStore.reserve` answers to a call about to be published."""
 
-    #: The new call's generation.
+    #: The call's generation.
     gen: int
-    #: The task id of the call it displaced before that one claimed a run (``None``: none).
-    previous: Optional[str]
-    #: How long ago the burst began (ms; 0 for its first call).
+    #: How long ago the key's current burst began (ms; 0 when none is going on).
     burst_ms: int
 
 
 @dataclass(frozen=True)
 class Claim:
     """Whether a generation may run: ``"run"``, ``"superseded"`` (``by`` the newer call's task
-    id), ``"ran"`` (this generation was claimed already) or ``"lost"`` (the store forgot the key's
-    calls: a claim makes this one the newest of a new burst, to run after a quiet period)."""
+    id), ``"ran"`` (this generation was claimed already), ``"lost"`` (the store forgot the key's
+    calls: a claim makes this one the newest of a new burst, to run after a quiet period) or
+    ``"pending"`` (a newer call's publish may be under way: ask again in ``wait_ms``)."""
 
     outcome: str
     by: str = ""
+    wait_ms: int = 0
 
 
 #: The one answer that lets a call run.
@@ -59,39 +67,45 @@ RUN = Claim("run")
 LOST = Claim("lost")
 
 
-def judge(fields: Mapping[str, Any], gen: int, max_ms: int, now_ms: float) -> Claim:
+def judge(fields: Mapping[str, Any], gen: int, now_ms: float, hold_ms: int) -> Claim:
     """The claim of ``gen`` against a hash's fields (empty when the hash is gone), as ``gen_verdict``
     in ``lua/_common.lua`` decides it: a generation that claimed already ran; one newer than the
-    newest the hash names was published before the hash was lost; one older than the newest is
-    superseded, unless the burst has lasted ``max_ms`` (> 0) and it is newer than the last run (a
-    burst that never goes quiet still runs); the newest may run."""
-    last, claimed = int(fields.get("gen") or 0), int(fields.get("claimed") or 0)
+    newest is the newest if it was reserved (its message is in hand: it was published, its
+    publisher has not said so yet), else it was published before the hash was lost; one older than
+    the newest is superseded, whatever its age; the newest may run, unless a newer generation was
+    reserved less than ``hold_ms`` ago (its message may be out already): pending until then."""
+    last, claimed, top = int(fields.get("gen") or 0), int(fields.get("claimed") or 0), int(fields.get("top") or 0)
     newest = str(fields.get("task") or "")
     if claimed == gen:
         return Claim("ran", newest)
-    if gen > last:
+    if gen > top and gen > last:
         return LOST
     if gen < last:
-        first = fields.get("first")
-        if max_ms > 0 and gen > claimed and first is not None and now_ms - int(first) >= max_ms:
-            return RUN
         return Claim("superseded", newest)
+    left = hold_ms - (now_ms - top / 1000.0)
+    if top > gen and left > 0:
+        return Claim("pending", "", int(math.ceil(left)))
     return RUN
 
 
 class GenerationStore(Protocol):
     """The generation operations a lock store offers (``LockBackend.generations``)."""
 
-    def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
-        """Make ``task_id`` the newest call of the key whose hash is ``key``; keep the hash at least ``ttl_ms``."""
+    def reserve(self, key: str, ttl_ms: int) -> Reservation:
+        """A generation for a call of the key whose hash is ``key``, about to be published; keep the
+        hash at least ``ttl_ms``. The key's newest call is left as it is."""
 
-    def peek(self, key: str, gen: int, max_ms: int = 0) -> Claim:
+    def supersede(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Optional[str]:
+        """The call ``task_id`` of generation ``gen`` was published: make it the newest, unless it or a
+        newer call is already; the task id of the unclaimed call it displaced (``None``: none)."""
+
+    def peek(self, key: str, gen: int, hold_ms: int = 0) -> Claim:
         """What :meth:`claim` would answer now, without claiming."""
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, hold_ms: int = 0) -> Claim:
         """Claim the run for ``gen`` if it may run (see :func:`judge`), and end the burst; a ``"lost"``
-        generation becomes the newest of a new burst instead. ``max_ms``: how long a burst may last
-        (``lock_debounce_max``; 0 for no limit)."""
+        generation becomes the newest of a new burst instead. ``hold_ms``: how long a newer
+        reservation may be a publish under way (the newest call is ``"pending"`` meanwhile)."""
 
 
 def _text(value: Any) -> str:
@@ -106,18 +120,22 @@ class RedisGenerations:
         self._supersede = client.register_script(scripts.GEN_SUPERSEDE)
         self._peek = client.register_script(scripts.GEN_PEEK)
         self._claim = client.register_script(scripts.GEN_CLAIM)
+        self._reserve = client.register_script(scripts.GEN_RESERVE)
 
-    def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
-        gen, previous, burst_ms = self._supersede(keys=(key,), args=(task_id, int(ttl_ms)))
-        return Superseding(int(gen), _text(previous) or None, int(burst_ms))
+    def reserve(self, key: str, ttl_ms: int) -> Reservation:
+        gen, burst_ms = self._reserve(keys=(key,), args=(int(ttl_ms),))
+        return Reservation(int(gen), int(burst_ms))
 
-    def peek(self, key: str, gen: int, max_ms: int = 0) -> Claim:
-        outcome, by = self._peek(keys=(key,), args=(str(gen), int(max_ms)))
-        return Claim(_text(outcome), _text(by))
+    def supersede(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Optional[str]:
+        return _text(self._supersede(keys=(key,), args=(str(gen), task_id, int(ttl_ms)))) or None
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
-        outcome, by = self._claim(keys=(key,), args=(str(gen), task_id, int(ttl_ms), int(max_ms)))
-        return Claim(_text(outcome), _text(by))
+    def peek(self, key: str, gen: int, hold_ms: int = 0) -> Claim:
+        outcome, by, wait_ms = self._peek(keys=(key,), args=(str(gen), int(hold_ms)))
+        return Claim(_text(outcome), _text(by), int(wait_ms))
+
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, hold_ms: int = 0) -> Claim:
+        outcome, by, wait_ms = self._claim(keys=(key,), args=(str(gen), task_id, int(ttl_ms), int(hold_ms)))
+        return Claim(_text(outcome), _text(by), int(wait_ms))
 
 
 class MemoryGenerations:
@@ -132,7 +150,8 @@ class MemoryGenerations:
 
     def _live(self, key: str, now_ms: float) -> Dict[str, Any]:
         if key in self._hashes and self._expires[key] <= now_ms:
-            del self._hashes[key], self._expires[key], self._tasks[key]
+            del self._hashes[key], self._expires[key]
+            self._tasks.pop(key, None)
         fields: Dict[str, Any] = dict(self._hashes.get(key, {}))
         if key in self._tasks:
             fields["task"] = self._tasks[key]
@@ -141,34 +160,46 @@ class MemoryGenerations:
     def _keep(self, key: str, now_ms: float, ttl_ms: int) -> None:
         self._expires[key] = max(self._expires.get(key, 0.0), now_ms + ttl_ms)
 
-    def supersede(self, key: str, task_id: str, ttl_ms: int) -> Superseding:
+    def reserve(self, key: str, ttl_ms: int) -> Reservation:
+        with self._guard:
+            now_ms = self._clock() * 1000.0
+            fields = self._live(key, now_ms)
+            high = max(int(fields.get("gen") or 0), int(fields.get("top") or 0))
+            gen = max(int(now_ms * 1000), high + 1)
+            self._hashes.setdefault(key, {})["top"] = gen
+            self._keep(key, now_ms, ttl_ms)
+            first = fields.get("first")
+            return Reservation(gen, max(int(now_ms) - int(first), 0) if first is not None else 0)
+
+    def supersede(self, key: str, gen: int, task_id: str, ttl_ms: int) -> Optional[str]:
         with self._guard:
             now_ms = self._clock() * 1000.0
             fields = self._live(key, now_ms)
             last = int(fields.get("gen") or 0)
-            gen = max(int(now_ms * 1000), last + 1)
+            if gen <= last:
+                return None
             previous = fields.get("task") if last > int(fields.get("claimed") or 0) else None
-            first = int(fields["first"]) if "first" in fields else int(now_ms)
-            self._hashes[key] = {"gen": gen, "first": first, "claimed": int(fields.get("claimed") or 0)}
+            self._hashes.setdefault(key, {}).update(gen=gen, first=int(fields.get("first", now_ms)))
             self._tasks[key] = task_id
             self._keep(key, now_ms, ttl_ms)
-            return Superseding(gen, previous, max(int(now_ms) - first, 0))
+            return previous
 
-    def peek(self, key: str, gen: int, max_ms: int = 0) -> Claim:
+    def peek(self, key: str, gen: int, hold_ms: int = 0) -> Claim:
         with self._guard:
             now_ms = self._clock() * 1000.0
-            return judge(self._live(key, now_ms), gen, max_ms, now_ms)
+            return judge(self._live(key, now_ms), gen, now_ms, hold_ms)
 
-    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, max_ms: int = 0) -> Claim:
+    def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, hold_ms: int = 0) -> Claim:
         with self._guard:
             now_ms = self._clock() * 1000.0
-            verdict = judge(self._live(key, now_ms), gen, max_ms, now_ms)
+            verdict = judge(self._live(key, now_ms), gen, now_ms, hold_ms)
             fields = self._hashes.get(key, {})
             if verdict is LOST:
                 self._hashes[key] = dict(fields, gen=gen, first=int(now_ms))
                 self._tasks[key] = task_id
                 self._keep(key, now_ms, ttl_ms)
-            elif verdict is RUN:
-                fields["claimed"] = gen
+            elif verdict is RUN:  # the claiming call is the newest from now on
+                fields.update(gen=gen, claimed=gen)
                 fields.pop("first", None)
+                self._tasks[key] = task_id
             return verdict

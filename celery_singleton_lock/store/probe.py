@@ -78,12 +78,14 @@ def _probe_generations(store: RedisBackend, generation: str, task_id: str, ttl_m
     generations = store.generations
     if generations is None:
         return
+    step("gen_reserve")
+    reserved = generations.reserve(generation, ttl_ms)
     step("gen_supersede")
-    published = generations.supersede(generation, task_id, ttl_ms)
+    generations.supersede(generation, reserved.gen, task_id, ttl_ms)
     step("gen_peek")
-    generations.peek(generation, published.gen)
+    generations.peek(generation, reserved.gen)
     step("gen_claim")
-    generations.claim(generation, published.gen, task_id, ttl_ms)
+    generations.claim(generation, reserved.gen, task_id, ttl_ms)
 
 
 def _probe_places(store: RedisBackend, key: str, token: str, ttl_ms: int, holder: Holder, step: _Step) -> None:

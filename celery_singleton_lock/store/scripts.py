@@ -14,7 +14,7 @@ from __future__ import annotations
 from importlib.resources import files
 
 __all__ = ["RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "FENCE", "RAISE_FENCE", "COMPLETED", "AWAIT",
-           "CLEAR_FOREIGN", "GEN_SUPERSEDE", "GEN_PEEK", "GEN_CLAIM",
+           "CLEAR_FOREIGN", "GEN_SUPERSEDE", "GEN_PEEK", "GEN_CLAIM", "GEN_RESERVE",
            "PLACE_ACQUIRE", "PLACE_RELEASE", "PLACE_RENEW", "PLACE_FENCE", "PLACE_ADOPT", "PLACE_REQUEUE",
            "PLACE_AWAIT", "PLACE_MARK_REDELIVERED", "PLACE_READ", "PLACE_END_WINDOW"]
 
@@ -56,6 +56,7 @@ CLEAR_FOREIGN = _script("clear_foreign")
 GEN_SUPERSEDE = _script("gen_supersede", common=True)
 GEN_PEEK = _script("gen_peek", common=True)
 GEN_CLAIM = _script("gen_claim", common=True)
+GEN_RESERVE = _script("gen_reserve", common=True)
 
 PLACE_ACQUIRE = _place_script("acquire")
 PLACE_RELEASE = _place_script("release")

@@ -52,6 +52,18 @@ def replaced_qor(self, key, payload, duration=1.5):
     return _run(self, key, payload, duration)
 
 
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_scope="queued", on_locked="replace")
+def replaced_default(self, key, payload, duration=2.0):
+    """``replace`` with the default ``lock_retry_delay`` (5 s)."""
+    return _run(self, key, payload, duration)
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_debounce=0.3)
+def debounced_default(self, key, payload, duration=2.0):
+    """``lock_debounce`` with the default ``lock_retry_delay`` (5 s)."""
+    return _run(self, key, payload, duration)
+
+
 if os.environ.get("CSL_BEAT_LATEST"):  # celery beat calls the named task every 0.2 s, quicker than its quiet period
     app.conf.beat_schedule = {
         "burst": {"task": f"tests.integration.proj_latest.{os.environ['CSL_BEAT_LATEST']}", "schedule": 0.2,

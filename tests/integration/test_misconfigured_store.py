@@ -118,7 +118,7 @@ def test_the_hash_commands_are_asked_for_only_by_an_app_whose_newest_call_wins(t
 
     line = the_one_line(log)
     assert status == EXIT_CONFIG
-    assert "lacks a permission" in line and "in the gen_supersede script" in line and "hmget" in line
+    assert "lacks a permission" in line and "in the gen_reserve script" in line and "hmget" in line
     # and an app whose tasks have a limit or a window asks for them too, for its places
     status, log = refused_start(test_env, lock_url, "tests.integration.proj_limits")
     line = the_one_line(log)

@@ -98,8 +98,9 @@ def exercise_store(store: Any, layout: KeyLayout) -> None:
     assert store.release_many([(other, "r1", "queued")]) == [True]
     # the newest call of a key (on_locked="replace", lock_debounce): published twice, looked at, claimed
     generation, generations = layout.generation(TASK, "a" * 32), store.generations
-    older = generations.supersede(generation, "id-6", 10_000)
-    newest = generations.supersede(generation, "id-7", 10_000)
+    older, newest = generations.reserve(generation, 10_000), generations.reserve(generation, 10_000)
+    assert generations.supersede(generation, older.gen, "id-6", 10_000) is None
+    assert generations.supersede(generation, newest.gen, "id-7", 10_000) == "id-6"
     assert generations.peek(generation, older.gen).outcome == "superseded"
     assert generations.claim(generation, newest.gen, "id-7", 10_000).outcome == "run"
     # the operator's view: list, then clear by token

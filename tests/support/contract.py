@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
 from celery_singleton_lock.store import (Claim, Completion, Conflict, GenerationStore, Grant, Holder, LockBackend, LockKeys,
@@ -695,13 +696,26 @@ def _generations(bench: Bench) -> Tuple[GenerationStore, str]:
     return store, f"{bench.keys().lock}:gen"
 
 
+@dataclass(frozen=True)
+class _Call:
+    gen: int
+    previous: Optional[str]
+    burst_ms: int
+
+
+def _publish(store: GenerationStore, key: str, task_id: str, ttl_ms: int) -> _Call:
+    """A call as ``apply_async`` makes it: its generation reserved, then (published) made the newest."""
+    reserved = store.reserve(key, ttl_ms)
+    return _Call(reserved.gen, store.supersede(key, reserved.gen, task_id, ttl_ms), reserved.burst_ms)
+
+
 @check
 def only_the_newest_generation_claims_its_run_and_only_once(bench: Bench) -> None:
     # Given three calls of one key
     store, key = _generations(bench)
-    first = store.supersede(key, "call-1", LONG_MS)
-    second = store.supersede(key, "call-2", LONG_MS)
-    third = store.supersede(key, "call-3", LONG_MS)
+    first = _publish(store, key, "call-1", LONG_MS)
+    second = _publish(store, key, "call-2", LONG_MS)
+    third = _publish(store, key, "call-3", LONG_MS)
     # Then each displaced the one before it, and generations increase
     assert (first.previous, second.previous, third.previous) == (None, "call-1", "call-2")
     assert first.gen < second.gen < third.gen
@@ -719,13 +733,13 @@ def only_the_newest_generation_claims_its_run_and_only_once(bench: Bench) -> Non
 def a_claim_ends_the_burst_and_a_claimed_call_is_never_superseded(bench: Bench) -> None:
     # Given a burst whose first call was made a while ago
     store, key = _generations(bench)
-    store.supersede(key, "call-1", LONG_MS)
+    _publish(store, key, "call-1", LONG_MS)
     bench.elapse(150)
-    newest = store.supersede(key, "call-2", LONG_MS)
+    newest = _publish(store, key, "call-2", LONG_MS)
     assert newest.burst_ms >= 140, newest
     # When the newest claims its run, then a call made during that run displaces nothing
     assert store.claim(key, newest.gen, "call-2", LONG_MS) == RUN_CLAIM
-    during = store.supersede(key, "call-3", LONG_MS)
+    during = _publish(store, key, "call-3", LONG_MS)
     assert during.previous is None
     # and it starts a new burst, newer than the running call
     assert during.burst_ms < 100 and during.gen > newest.gen
@@ -736,9 +750,9 @@ def a_claim_ends_the_burst_and_a_claimed_call_is_never_superseded(bench: Bench) 
 def calls_the_store_forgot_start_a_new_burst_and_the_newest_of_them_runs_once(bench: Bench) -> None:
     # Given three calls whose hash lasts a short while, and runs out (or the store restarted empty)
     store, key = _generations(bench)
-    oldest = store.supersede(key, "call-1", bench.short_ms)
-    older = store.supersede(key, "call-2", bench.short_ms)
-    newer = store.supersede(key, "call-3", bench.short_ms)
+    oldest = _publish(store, key, "call-1", bench.short_ms)
+    older = _publish(store, key, "call-2", bench.short_ms)
+    newer = _publish(store, key, "call-3", bench.short_ms)
     bench.elapse(bench.short_ms + 50)
     # When their messages arrive, then none runs at once: each becomes the newest of a new burst
     assert store.peek(key, older.gen) == Claim("lost")
@@ -752,20 +766,57 @@ def calls_the_store_forgot_start_a_new_burst_and_the_newest_of_them_runs_once(be
 
 
 @check
-def a_burst_that_lasts_its_max_lets_an_older_call_run_once(bench: Bench) -> None:
-    # Given a burst whose first call was made longer ago than its max, and a newer call
+def an_older_call_never_runs_however_long_its_burst_lasted(bench: Bench) -> None:
+    # Given a burst whose first call was made a while ago, and a newer call
     store, key = _generations(bench)
-    overdue = store.supersede(key, "call-1", LONG_MS)
+    older = _publish(store, key, "call-1", LONG_MS)
     bench.elapse(150)
-    newest = store.supersede(key, "call-2", LONG_MS)
-    # When the older call asks with a max the burst has outlasted, then it runs (not without the max)
-    assert store.peek(key, overdue.gen) == Claim("superseded", "call-2")
-    assert store.peek(key, overdue.gen, 100) == RUN_CLAIM
-    assert store.claim(key, overdue.gen, "call-1", LONG_MS, 100) == RUN_CLAIM
-    # Then the burst ended: the newest call still runs after it, and nothing older runs again
-    assert store.claim(key, newest.gen, "call-2", LONG_MS, 100) == RUN_CLAIM
-    assert store.claim(key, overdue.gen, "call-1", LONG_MS, 100).outcome == "superseded"
-    assert store.claim(key, newest.gen, "call-2", LONG_MS, 100) == Claim("ran", "call-2")
+    newest = _publish(store, key, "call-2", LONG_MS)
+    # When the older call asks, then it is superseded (its caller was answered so), peek and claim alike
+    assert store.peek(key, older.gen) == Claim("superseded", "call-2")
+    assert store.claim(key, older.gen, "call-1", LONG_MS) == Claim("superseded", "call-2")
+    # Then the newest runs once, and the older one still does not
+    assert store.claim(key, newest.gen, "call-2", LONG_MS) == RUN_CLAIM
+    assert store.claim(key, older.gen, "call-1", LONG_MS).outcome == "superseded"
+    assert store.claim(key, newest.gen, "call-2", LONG_MS) == Claim("ran", "call-2")
+
+
+@check
+def a_call_whose_publish_failed_displaces_nothing(bench: Bench) -> None:
+    # Given a call published, and a newer one whose generation was reserved but whose publish failed
+    store, key = _generations(bench)
+    kept = _publish(store, key, "call-1", LONG_MS)
+    failed = store.reserve(key, LONG_MS)
+    # Then the first is still the newest: pending while the newer call's message may be on its way,
+    # then free to run
+    pending = store.peek(key, kept.gen, 100)
+    assert pending.outcome == "pending" and 0 < pending.wait_ms <= 101, pending  # ms, rounded up
+    assert store.claim(key, kept.gen, "call-1", LONG_MS, 100).outcome == "pending"
+    bench.elapse(150)
+    assert store.peek(key, kept.gen, 100) == RUN_CLAIM
+    # and the next call displaces it, newer than the failed one
+    later = _publish(store, key, "call-3", LONG_MS)
+    assert later.previous == "call-1" and later.gen > failed.gen
+    assert store.peek(key, later.gen) == RUN_CLAIM and store.peek(key, kept.gen).outcome == "superseded"
+
+
+@check
+def a_published_call_its_publisher_did_not_record_is_the_newest_when_its_message_arrives(bench: Bench) -> None:
+    # Given a call published, and a newer one published whose publisher was killed before saying so
+    store, key = _generations(bench)
+    older = _publish(store, key, "call-1", LONG_MS)
+    unrecorded = store.reserve(key, LONG_MS)
+    # When its message asks, then it runs (a reserved generation in hand was published) and is the newest
+    assert store.peek(key, older.gen, 100).outcome == "pending"
+    assert store.peek(key, unrecorded.gen, 100) == RUN_CLAIM
+    assert store.claim(key, unrecorded.gen, "call-2", LONG_MS, 100) == RUN_CLAIM
+    assert store.claim(key, older.gen, "call-1", LONG_MS, 100) == Claim("superseded", "call-2")
+    assert store.claim(key, unrecorded.gen, "call-2", LONG_MS) == Claim("ran", "call-2")
+    # and its publisher's late record changes nothing, nor displaces anything
+    assert store.supersede(key, unrecorded.gen, "call-2", LONG_MS) is None
+    assert store.peek(key, unrecorded.gen) == Claim("ran", "call-2")
+    # When a generation above any reserved one asks (the store forgot the key), then it is lost
+    assert store.peek(f"{key}-fresh", unrecorded.gen) == Claim("lost")
 
 
 # -- keys with a limit or a window: their checks live in their own module and register here -------

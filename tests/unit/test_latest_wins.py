@@ -51,6 +51,43 @@ def test_every_call_is_published_newer_than_the_last_and_due_after_the_quiet_per
     assert results[0].get(timeout=1) is None
 
 
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, SystemExit, ConnectionError])
+def test_a_call_whose_publish_raises_displaces_nothing(app, monkeypatch, failure):
+    now = [1000.0]
+    app.conf.singleton_lock_backend = MemoryBackend(clock=lambda: now[0])
+    sync = _debounced(app, lock_debounce=0.5)
+    kept = sync.delay(1, "kept")
+    # When the next call's publish raises
+    real = app.amqp.send_task_message
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise failure("publish refused")
+    monkeypatch.setattr(app.amqp, "send_task_message", refuse)
+    with pytest.raises(failure):
+        sync.delay(1, "lost")
+    monkeypatch.setattr(app.amqp, "send_task_message", real)
+    # Then the call before it is not answered, and is still the newest: its message looks again once
+    # the failed call's message could have reached a worker (quiet period + grace), then runs
+    assert kept.state == "PENDING"
+    sync.push_request(id=kept.id, args=(1, "kept"), kwargs={},
+                      **{headers.GENERATION: str(_newest_generation(app, sync))})
+    try:
+        looks_again = newest.before_run(Attempt(sync, (1, "kept"), {}))
+        assert isinstance(looks_again, Requeue) and looks_again.countdown == pytest.approx(1.5, abs=0.01)
+        now[0] += 1.51
+        assert newest.before_run(Attempt(sync, (1, "kept"), {})) is None
+    finally:
+        sync.pop_request()
+    # and the next call published displaces it as usual
+    assert sync.delay(1, "next") is not None and kept.get(timeout=1) is None
+
+
+def _newest_generation(app: Celery, task: Any) -> int:
+    store = app.conf.singleton_lock_backend.generations
+    key = next(key for key in store._hashes)
+    return int(store._hashes[key]["gen"])
+
+
 def test_another_key_is_no_newer_call(app):
     sync = _debounced(app, lock_debounce=0.5)
     first, other = sync.delay(1, "a"), sync.delay(2, "b")

@@ -62,31 +62,39 @@ local function restart_window(hb)
   return math.min(tonumber(hb), 1000) + 2000
 end
 
--- gen_verdict(key, gen, max_ms): whether the call of generation gen may run, against the key's
+-- gen_verdict(key, gen, hold_ms): whether the call of generation gen may run, against the key's
 -- generation hash (see gen_supersede.lua). A generation that claimed already 'ran' (another
--- delivery of its message); one newer than the newest the hash names was published before the
--- hash was 'lost' (a store restarted empty, a message that outlived the TTL): other calls of its
--- burst may be waiting too. One older than the newest is 'superseded', unless the burst has
--- lasted max_ms (> 0) and it is newer than the last run: then it runs, so a burst that never goes
--- quiet still runs. The newest may run.
--- Returns the verdict and the newest call's task id ('' with 'run' and 'lost').
-local function gen_verdict(key, gen, max_ms)
-  local h = redis.call('hmget', key, 'gen', 'task', 'claimed', 'first')
+-- delivery of its message). One newer than the newest the hash names was published if it was
+-- reserved (at most top): its message is in hand, and its publisher has not yet made it the newest
+-- (or was killed first), so it is the newest; one above top was published before the hash was
+-- 'lost' (a store restarted empty, a message that outlived the TTL): other calls of its burst may
+-- be waiting too. One older than the newest is 'superseded', whatever its age (a burst that never
+-- goes quiet runs its newest call at lock_debounce_max, when that call's message is due). The
+-- newest may 'run', unless a newer generation was reserved less than hold_ms ago: that call's
+-- message may be out without its publisher having said so yet, so the verdict is 'pending' for
+-- the rest of hold_ms (after which the reservation is taken for a publish that failed).
+-- Returns the verdict, the newest call's task id ('' with 'run' and 'lost'), and for 'pending'
+-- the ms left to wait (0 otherwise).
+local function gen_verdict(key, gen, hold_ms)
+  local h = redis.call('hmget', key, 'gen', 'task', 'claimed', 'top')
   local last = tonumber(h[1] or '0') or 0
   local claimed = tonumber(h[3] or '0') or 0
+  local top = tonumber(h[4] or '0') or 0
   local newest = h[2] or ''
   if claimed == gen then
-    return 'ran', newest
+    return 'ran', newest, 0
   end
-  if gen > last then
-    return 'lost', ''
+  if gen > top and gen > last then
+    return 'lost', '', 0
   end
   if gen < last then
-    local first = tonumber(h[4] or '')
-    if max_ms > 0 and gen > claimed and first and now_us() / 1000 - first >= max_ms then
-      return 'run', ''
-    end
-    return 'superseded', newest
+    return 'superseded', newest, 0
   end
-  return 'run', ''
+  if top > gen then
+    local left = hold_ms - (now_us() - top) / 1000
+    if left > 0 then
+      return 'pending', '', math.ceil(left)
+    end
+  end
+  return 'run', '', 0
 end

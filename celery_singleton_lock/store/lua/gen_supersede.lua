@@ -1,29 +1,27 @@
--- GEN_SUPERSEDE: a new call of a key becomes its newest; the call it displaces, if that one has not
--- started, is superseded.
+-- GEN_SUPERSEDE: a call whose message is published becomes its key's newest; the call it displaces,
+-- if that one has not started, is superseded.
 -- KEYS[1] - the key's generation hash: gen (the newest call's), task (its task id), first (when
 --           the burst began, server ms; absent once a run claimed the burst), claimed (the
---           generation that claimed a run)
--- ARGV[1] - the new call's task id
--- ARGV[2] - how long the hash lasts at least (ms): as long as the new call's message may wait
--- Returns {gen, previous, burst_ms}: the new call's generation (text: the server's clock in
--- microseconds, lifted above the last one, so a store restarted empty still hands out newer
--- ones), the task id of the unclaimed call it supersedes ('' for none), and how long ago its
--- burst began (ms; 0 for the first call of a burst).
-local now = now_us()
+--           generation that claimed a run), top (the highest generation reserved, GEN_RESERVE)
+-- ARGV[1] - the call's generation (text, from GEN_RESERVE)
+-- ARGV[2] - the call's task id
+-- ARGV[3] - how long the hash lasts at least (ms): as long as the call's message may wait
+-- Returns the task id of the unclaimed call it supersedes ('' for none). Nothing changes when the
+-- hash names this call or a newer one already (a worker took its message first, or a newer call's
+-- publish finished first).
+local gen = tonumber(ARGV[1])
 local h = redis.call('hmget', KEYS[1], 'gen', 'task', 'first', 'claimed')
 local last = tonumber(h[1] or '0') or 0
-local gen = now
-if last >= gen then
-  gen = last + 1
+if gen <= last then
+  return ''
 end
 local previous = ''
 if last > (tonumber(h[4] or '0') or 0) and h[2] then
   previous = h[2]
 end
-local now_ms = math.floor(now / 1000)
-local first = tonumber(h[3] or '') or now_ms
-redis.call('hset', KEYS[1], 'gen', string.format('%d', gen), 'task', ARGV[1], 'first', string.format('%d', first))
-if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('pexpire', KEYS[1], ARGV[2])
+local first = h[3] or string.format('%d', math.floor(now_us() / 1000))
+redis.call('hset', KEYS[1], 'gen', ARGV[1], 'task', ARGV[2], 'first', first)
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('pexpire', KEYS[1], ARGV[3])
 end
-return {string.format('%d', gen), previous, now_ms - first}
+return previous
