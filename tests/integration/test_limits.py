@@ -17,6 +17,7 @@ from typing import Dict, List
 import pytest
 
 from tests.integration.helpers import lock_keys, records
+from tests.support.servers import wait_older_than
 from tests.support.waits import wait_for
 
 APP = "tests.integration.proj_limits"
@@ -274,8 +275,7 @@ def test_a_killed_worker_frees_its_places_within_lock_ttl(limits_proj, start_wor
 def _store_older_than(lock_redis, window: float) -> None:
     """Wait until the lock store is older than ``window``: a younger one grants no place of a key with that
     window (it cannot tell a fresh start from a restart that lost the places of the window before)."""
-    wait_for(lambda: lock_redis.info("server")["uptime_in_seconds"] >= window, window + 5, interval=0.5,
-             what=f"the lock store to be {window:g} s old")
+    wait_older_than(lock_redis, window)
 
 
 def test_two_beats_with_a_crontab_schedule_run_the_job_once_per_minute(limits_proj, start_worker, events_redis,

@@ -17,6 +17,7 @@ import redis
 from celery_singleton_lock.store import Grant, Holder, KeyLayout, RedisBackend, open_store
 from celery_singleton_lock.store.places import Limit, limited
 from celery_singleton_lock.store.redis_places import release_call
+from tests.support.servers import wait_older_than
 from tests.support.waits import wait_for
 from tests.support.suite_redis import lock_prefix
 
@@ -47,8 +48,7 @@ def store(test_env: Dict[str, str]) -> Iterator[RedisBackend]:
     that lost the places of the window before), so the first test of a fresh session waits."""
     opened = open_store(test_env["CSL_LOCK_URL"])
     assert isinstance(opened, RedisBackend)
-    wait_for(lambda: int(opened.client.info("server")["uptime_in_seconds"]) >= LONGEST_WINDOW_S,
-             LONGEST_WINDOW_S + 5, interval=0.5, what="the lock store to be older than the longest window")
+    wait_older_than(opened.client, LONGEST_WINDOW_S)
     yield opened
     opened.close()
 

@@ -20,7 +20,7 @@ from tests.integration.topo import HOLDER
 
 from tests.integration.helpers import overlaps, records, wait_started
 from tests.integration.topo import app_on, worker_env, workers
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, wait_older_than
 from tests.support.waits import wait_for
 from tests.support.workers import Worker
 
@@ -97,14 +97,6 @@ def test_a_lock_lost_to_a_restart_before_its_heartbeat_took_it_back_is_released_
         store.close()
 
 
-def _uptime(url: str) -> int:
-    client = redis.Redis.from_url(url)
-    try:
-        return int(client.info("server")["uptime_in_seconds"])
-    finally:
-        client.close()
-
-
 def test_a_restart_without_data_keeps_a_window_from_admitting_a_start_until_a_window_has_passed(
         lock_server, test_env, events_redis):
     import tests.integration.proj_limits as proj
@@ -112,7 +104,8 @@ def test_a_restart_without_data_keeps_a_window_from_admitting_a_start_until_a_wi
     events_redis.delete("intervals")
     url = lock_server.url
     # Given a lock store older than the window (6 s), and a worker on it
-    wait_for(lambda: _uptime(url) >= 6, 15, interval=0.2, what="the lock store to be a window old")
+    with redis.Redis.from_url(url) as probe:
+        wait_older_than(probe, 6)
     worker = Worker("tests.integration.proj_limits", dict(test_env, CSL_LOCK_URL=url),
                     name=f"wrestart-{new_token()[:6]}", concurrency=2, extra_args=["-Q", "wrestart"])
     try:
@@ -126,7 +119,8 @@ def test_a_restart_without_data_keeps_a_window_from_admitting_a_start_until_a_wi
             # then a call within the window is still refused: late rather than twice
             assert proj.once_per_6s.apply_async(("r",), {"seq": 1}, queue="wrestart").get(timeout=30) is None
             # and once a window has passed since the restart, a call runs
-            wait_for(lambda: _uptime(url) >= 6, 15, interval=0.2, what="a window since the restart")
+            with redis.Redis.from_url(url) as probe:
+                wait_older_than(probe, 6)  # a window since the restart
             assert proj.once_per_6s.apply_async(("r",), {"seq": 2}, queue="wrestart").get(timeout=30) == 2
     finally:
         worker.stop()

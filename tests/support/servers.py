@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlencode
 
 import redis
@@ -210,3 +210,14 @@ class RedisServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def wait_older_than(client: Any, seconds: float) -> None:
+    """Wait until the server ``client`` talks to is surely older than ``seconds``: a younger lock
+    store grants no place of a key with a window that long (it cannot tell a fresh start from a
+    restart that lost the places of the window before). ``INFO`` counts from the whole second the
+    server started in, so a second more is waited for."""
+    from tests.support.waits import wait_for
+
+    wait_for(lambda: int(client.info("server")["uptime_in_seconds"]) >= seconds + 1, seconds + 6, interval=0.2,
+             what=f"the lock store to be older than {seconds:g} s")

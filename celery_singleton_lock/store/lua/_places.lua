@@ -119,13 +119,14 @@ end
 -- opens_at(now, window): when a key with that window may next be granted a place on this server
 -- (nil: now). A server that started less than a window ago may have lost the places it granted
 -- within the window before its start (a restart without its data): until a window has passed
--- since, no place is granted, so a call comes late rather than twice. INFO counts whole seconds,
--- so the server may be up to 1 s older than it says: never younger.
+-- since, no place is granted, so a call comes late rather than twice. INFO counts from the whole
+-- second the server started in, so the server may be up to 1 s younger than it says: a second
+-- is taken off.
 local function opens_at(now, window)
   if window <= 0 then
     return nil
   end
-  local up = uptime_ms()
+  local up = uptime_ms() - 1000
   if up >= window then
     return nil
   end
