@@ -3,4 +3,5 @@
 
 from __future__ import annotations
 
+from tests.support.apps import close_made_apps  # noqa: F401 - an autouse fixture
 from tests.support.threads import no_thread_leaks  # noqa: F401 - an autouse fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator, List
+from typing import List
 
 import pytest
 from celery import Celery
@@ -13,6 +13,7 @@ from celery_singleton_lock import ConfigurationError, LockedTask
 from celery_singleton_lock.calls.limits import window_countdown
 from celery_singleton_lock.config.options import resolve_options
 from celery_singleton_lock.runtime import runtime_for
+from tests.support.apps import MADE
 from celery_singleton_lock.store import Conflict, MemoryBackend
 
 
@@ -28,22 +29,12 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(autouse=True)
-def _closed_runtimes() -> Iterator[None]:
-    """Every app made here has its runtime closed afterwards (a run started its heartbeat)."""
-    yield
-    for app in _made:
-        if "_singleton_lock_runtime" in app.__dict__:
-            runtime_for(app).close()
-    _made.clear()
 
-
-_made: List[Celery] = []
 
 
 def _app(store=None, **conf):
     app = Celery("limits", broker="memory://", set_as_current=False)
-    _made.append(app)
+    MADE.append(app)
     if store is not None:
         app.conf.singleton_lock_backend = store
     else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Iterator, List
+from typing import List
 
 import pytest
 from celery import Celery
@@ -11,25 +11,16 @@ from celery import Celery
 from celery_singleton_lock import ConfigurationError, LockedTask, lock_acquired
 from celery_singleton_lock.config.options import OPTION_NAMES, refuse_unknown_options, resolve_options
 from celery_singleton_lock.config.sharing import refuse_disagreeing
-from celery_singleton_lock.runtime import runtime_for
+from tests.support.apps import MADE
 from celery_singleton_lock.store import Holder, MemoryBackend, record
 from celery_singleton_lock.worker.start_check import check_lock_store
 
-_made: List[Celery] = []
 
-
-@pytest.fixture(autouse=True)
-def _closed_runtimes() -> Iterator[None]:
-    yield
-    for app in _made:
-        if "_singleton_lock_runtime" in app.__dict__:
-            runtime_for(app).close()
-    _made.clear()
 
 
 def _app(store=None):
     app = Celery("lock_name", broker="memory://", set_as_current=False)
-    _made.append(app)
+    MADE.append(app)
     app.conf.singleton_lock_backend = store or MemoryBackend()
     app.finalize()
     return app

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Iterator, List
+from typing import List
 
 import pytest
 from celery import Celery
@@ -14,23 +14,15 @@ from celery_singleton_lock import (ConfigurationError, LockedError, LockLostErro
                                    UnencodableArgumentError, lock_acquired, lock_conflict, lock_lost, lock_released)
 from celery_singleton_lock.runtime import holds, runtime_for
 from celery_singleton_lock.store import MemoryBackend
+from tests.support.apps import MADE
 from tests.support.waits import wait_for
 
-_made: List[Celery] = []
 
-
-@pytest.fixture(autouse=True)
-def _closed_runtimes() -> Iterator[None]:
-    yield
-    for app in _made:
-        if "_singleton_lock_runtime" in app.__dict__:
-            runtime_for(app).close()
-    _made.clear()
 
 
 def _app(store=None, **conf):
     app = Celery("shared", broker="memory://", set_as_current=False)
-    _made.append(app)
+    MADE.append(app)
     app.conf.singleton_lock_backend = store if store is not None else MemoryBackend()
     app.conf.update(conf)
     app.finalize()
