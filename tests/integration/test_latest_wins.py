@@ -76,15 +76,17 @@ def test_a_burst_that_never_goes_quiet_runs_within_its_max_and_ends_with_the_las
         latest, start_worker, events_redis):
     # Given a task debounced by 0.5 s with lock_debounce_max=1
     start_worker(app=APP, concurrency=2)
-    # When one key is called 100 times over 2 s (never 0.5 s quiet)
-    made = _burst(latest.debounced_max, 100, 2.0)
+    # When one key is called 40 times over 2 s (never 0.5 s quiet; a pace a worker sharing two
+    # cores with other test runs still skips superseded calls at, so the one due at the cap is
+    # still the newest when that worker reaches it)
+    made = _burst(latest.debounced_max, 40, 2.0)
     _all_ready(made, 30)
     runs = _settled(events_redis, 1.5)
     # Then a run started about 1 s after the first call, the last run carries the last call's
     # arguments, and runs of the key never overlapped
     assert runs, "nothing ran"
     assert min(run["start"] for run in runs) - made[0][0] <= 1.5, runs
-    assert sorted(runs, key=lambda run: run["start"])[-1]["payload"] == 99, runs
+    assert sorted(runs, key=lambda run: run["start"])[-1]["payload"] == 39, runs
     assert not overlaps(runs)
     assert len(runs) <= 4, runs  # one per max-long stretch of the burst, and the last
 

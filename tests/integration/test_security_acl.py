@@ -438,7 +438,9 @@ def test_workers_publishers_and_the_cli_run_under_the_documented_user(acl_server
         assert len(lock_keys(store)) == 1
         killed.revoke(terminate=True, signal="SIGKILL")
         wait_unlocked(store, 5)
-        assert "from the worker's main process" in worker.log()
+        # (the main process logs the release once it is done, so the line may follow the key's end)
+        wait_for(lambda: "from the worker's main process" in worker.log(), 10,
+                 what="the main process to report its release")
         held.revoke(terminate=True, signal="SIGKILL")
         worker.stop()
 
