@@ -124,7 +124,8 @@ def _enact(attempt: Attempt, decision: Decision, args: Sequence[Any], kwargs: Ma
 
 def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
     runtime, options = attempt.runtime, attempt.options
-    lease = Lease(attempt.key, attempt.token, options.ttl, options.heartbeat, confirmed_at=started)
+    lease = Lease(attempt.key, attempt.token, options.ttl, options.heartbeat, confirmed_at=started,
+                  holder=attempt.holder)
     handle = ExecutionLock(attempt.key, attempt.token, attempt.ask_fence, attempt.task.name, attempt.request.id,
                            lease, attempt.description)
     lease.context = handle

@@ -56,7 +56,7 @@ class Hold:
         token = new_token()
         ask = Ask(lock, runtime.store, keys.lock, token, holder, tuning, description)
         started = take(ask, task)
-        lease = Lease(keys.lock, token, tuning.ttl, tuning.heartbeat, confirmed_at=started)
+        lease = Lease(keys.lock, token, tuning.ttl, tuning.heartbeat, confirmed_at=started, holder=holder)
         held = HeldPlace(lock, keys.lock, token, lambda: runtime.store.fence(keys.lock, keys.fence, token),
                          task_id, lease, description)
         lease.context = held

@@ -97,7 +97,7 @@ class ClusterBackend(RedisBackend):
             out = []
             for keys, args in calls:
                 n = len(keys)
-                out.append([self._renew(keys=[keys[i]], args=[args[i], args[n + i], args[2 * n + i]])[0]
+                out.append([self._renew(keys=[keys[i]], args=args[i::n])[0]
                             for i in range(n)])
             return out
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
+
+from . import record
+from .places import is_places
+from .backend import Holder
 
 __all__ = ["Lease", "Flag"]
 
@@ -27,10 +31,10 @@ class Lease:
     """One held lock as the renewer sees it; ``lost`` is set when it is gone."""
 
     __slots__ = ("key", "token", "ttl", "heartbeat", "confirmed_at", "next_due", "lost",
-                 "released", "context", "__weakref__")
+                 "released", "context", "holder", "_tail", "__weakref__")
 
     def __init__(self, key: str, token: str, ttl: float, heartbeat: float, confirmed_at: float,
-                 context: Any = None) -> None:
+                 context: Any = None, holder: Optional[Holder] = None) -> None:
         self.key = key
         self.token = token
         self.ttl = ttl
@@ -40,6 +44,10 @@ class Lease:
         self.lost = Flag()
         self.released = False
         self.context = context
+        #: Who holds it: a renewal that takes the lock back after a restart writes it again (:attr:`tail`),
+        #: so duplicates still learn who runs.
+        self.holder = holder
+        self._tail: Optional[str] = None
 
     def ran_out(self, now: float) -> bool:
         """Whether the lock surely expired by ``now`` (same clock as ``confirmed_at``): its TTL
@@ -52,9 +60,17 @@ class Lease:
         return int(self.ttl * 1000)
 
     @property
-    def renewal(self) -> Tuple[str, str, int, int]:
-        """This lease as :meth:`~.backend.LockBackend.renew` takes it: key, token, ttl and heartbeat (ms)."""
-        return self.key, self.token, self.ttl_ms, int(self.heartbeat * 1000)
+    def tail(self) -> str:
+        """The holder's part of the lock's value, after its ttl (:func:`.record.tail`; ``""``: none known)."""
+        if self._tail is None:
+            self._tail = record.tail(self.holder, pid_ns=not is_places(self.key)) if self.holder is not None else ""
+        return self._tail
+
+    @property
+    def renewal(self) -> Tuple[str, str, int, int, str]:
+        """This lease as :meth:`~.backend.LockBackend.renew` takes it: key, token, ttl and heartbeat (ms),
+        and the holder's part of its value."""
+        return self.key, self.token, self.ttl_ms, int(self.heartbeat * 1000), self.tail
 
     def __repr__(self) -> str:
         return f"<Lease {self.key} lost={self.lost.is_set()} released={self.released}>"

@@ -106,8 +106,7 @@ def limited(keys: LockKeys, limit: Optional[Limit]) -> LockKeys:
 
 def tail(ttl_ms: int, holder: Holder) -> str:
     """The part of a place's value after its clock fields: who holds it (see :mod:`.record`)."""
-    return " ".join((str(int(holder.heartbeat_ms)), str(int(ttl_ms)), str(int(holder.since_ms)),
-                     str(int(holder.pid)), record.word(holder.host), record.who(holder)))
+    return f"{int(holder.heartbeat_ms)} {int(ttl_ms)} {record.tail(holder, pid_ns=False)}"
 
 
 def decode(value: Any) -> Dict[str, str]:
@@ -153,11 +152,13 @@ def split(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[int], List[int]]:
 
 
 def renew_args(items: Sequence[Tuple[Any, ...]]) -> Tuple[List[str], List[Any]]:
-    """RENEW's and PLACE_RENEW's KEYS and ARGV for ``(key, token, ttl_ms[, heartbeat_ms])`` items
-    (heartbeat defaults to a third of the ttl, as a task's does)."""
+    """RENEW's and PLACE_RENEW's KEYS and ARGV for ``(key, token, ttl_ms[, heartbeat_ms[, tail]])``
+    items (heartbeat defaults to a third of the ttl, as a task's does; the tail, the holder's part of
+    the value a take-back writes, to none)."""
     keys = [item[0] for item in items]
     args = ([item[1] for item in items] + [item[2] for item in items]
-            + [item[3] if len(item) > 3 else item[2] // 3 for item in items])
+            + [item[3] if len(item) > 3 else item[2] // 3 for item in items]
+            + [item[4] if len(item) > 4 else "" for item in items])
     return keys, args
 
 

@@ -15,7 +15,7 @@ last because it is the one field that may contain spaces; when the app describes
 calls (``singleton_lock_describe``) a tab and the description follow it, and when the call's task
 is not the key's name (``lock_name``, a shared lock) another tab and the task's name. The scripts read only the
 first three fields (``^(%S+) (%S+) (%S+)``) and the task id; a lock a renewal took back
-after a restart carries its first five fields only.
+after a restart is written whole again, from what its holder's lease keeps (:func:`tail`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Dict, Optional, Sequence
 from . import foreign
 from .backend import Conflict, Holder
 
-__all__ = ["encode", "who", "head", "decode", "is_lock", "conflict", "FIELDS", "STATES"]
+__all__ = ["encode", "tail", "who", "head", "decode", "is_lock", "conflict", "FIELDS", "STATES"]
 
 #: The states of a lock value; a string at a lock's name in no such state is no lock (see :mod:`.foreign`).
 STATES = ("running", "queued")
@@ -49,10 +49,15 @@ word = _word
 
 
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
-    pid = f"{int(holder.pid)}/{_word(holder.pid_ns)}" if holder.pid_ns else str(int(holder.pid))
-    value = " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)),
-                      str(int(holder.since_ms)), pid, _word(holder.host), who(holder)))
-    return value
+    return " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)), tail(holder)))
+
+
+def tail(holder: Holder, pid_ns: bool = True) -> str:
+    """The holder's part of a value, after its ttl (``<since> <pid> <host> <task_id>...``): the same in a
+    lock's value and in a place's (which writes no PID namespace), so a renewal that takes either back
+    after a restart writes who holds it."""
+    pid = f"{int(holder.pid)}/{_word(holder.pid_ns)}" if holder.pid_ns and pid_ns else str(int(holder.pid))
+    return " ".join((str(int(holder.since_ms)), pid, _word(holder.host), who(holder)))
 
 
 def who(holder: Holder) -> str:

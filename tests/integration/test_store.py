@@ -7,7 +7,8 @@ import time
 import pytest
 import redis
 
-from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout, Lease, RedisBackend, Renewer, RestartWait
+from celery_singleton_lock.store import Conflict, Grant, Holder, KeyLayout, Lease, Limit, RedisBackend, Renewer
+from celery_singleton_lock.store import RestartWait
 from celery_singleton_lock.store import connect, new_token
 from tests.support.servers import RedisServer
 from tests.support.waits import wait_for
@@ -139,10 +140,33 @@ def test_a_live_holder_takes_its_lock_back_after_a_restart_and_nobody_else_gets_
     try:
         with pytest.raises(RestartWait):  # for 3 s after the start, nobody is granted
             rival.acquire(key, "b", 1500, holder("b"))
-        assert holder_store.renew([(key, "a", 5000, 300)]) == [True]  # taken back under its token
+        lease = Lease(key, "a", ttl=5.0, heartbeat=0.3, confirmed_at=time.monotonic(), holder=holder("a"))
+        assert holder_store.renew([lease.renewal]) == [True]  # taken back under its token
         wait_for(lambda: not _waits(rival, key), 5, interval=0.1, what="the wait after the restart")
         conflict = rival.acquire(key, "b", 1500, holder("b"))
-        assert isinstance(conflict, Conflict)  # still the first holder's
+        assert isinstance(conflict, Conflict)  # still the first holder's, and named so
+        assert conflict.task_id == "a" and conflict.host == "h"
+    finally:
+        holder_store.close()
+        rival.close()
+
+
+def test_a_place_taken_back_after_a_restart_names_its_holder(redis_server):
+    holder_store, rival = gated(redis_server.url), gated(redis_server.url)
+    key = LAYOUT.lock("job", "retake") + ":places"
+    limit = Limit(count=1, room=True)
+    wait_for(lambda: not _waits(holder_store, LAYOUT.lock("job", "warm")), 4, interval=0.1, what="a grant")
+    assert isinstance(holder_store.acquire(key, "a", 1500, holder("a"), limit=limit), Grant)
+    redis_server.stop()
+    redis_server.start(settle=False)
+    holder_store.close()
+    try:
+        lease = Lease(key, "a", ttl=5.0, heartbeat=0.3, confirmed_at=time.monotonic(), holder=holder("a"))
+        assert holder_store.renew([lease.renewal]) == [True]
+        wait_for(lambda: not _waits(rival, LAYOUT.lock("job", "warm")), 5, interval=0.1,
+                 what="the wait after the restart")
+        conflict = rival.acquire(key, "b", 1500, holder("b"), limit=limit)
+        assert isinstance(conflict, Conflict) and conflict.task_id == "a" and conflict.host == "h"
     finally:
         holder_store.close()
         rival.close()

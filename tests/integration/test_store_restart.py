@@ -18,7 +18,7 @@ import redis
 from celery_singleton_lock.store import Grant, Lease, Renewer, new_token, open_store
 from tests.integration.topo import HOLDER
 
-from tests.integration.helpers import overlaps, records, wait_started
+from tests.integration.helpers import lock_field, lock_keys, overlaps, records, wait_started
 from tests.integration.topo import app_on, worker_env, workers
 from tests.support.servers import RedisServer, wait_older_than
 from tests.support.waits import wait_for
@@ -43,6 +43,11 @@ def test_a_restart_without_data_during_a_body_lets_no_duplicate_run_beside_it(lo
         lock_server.start(settle=False)  # empty: the lock, the fencing counter, everything is gone
         duplicates = [proj.fenced.apply_async(("a",), {"duration": 0.6, "writes": 2}, queue="restart")
                       for _ in range(2)]
+        # the lock its holder takes back names that holder again, so a duplicate's log says who runs
+        store = redis.Redis.from_url(lock_server.url, decode_responses=True)
+        wait_for(lambda: [lock_field(store, key, "task_id") for key in lock_keys(store)] == [first.id], 10,
+                 interval=0.05, what="the taken-back lock to name its holder")
+        store.close()
         for result in [first, *duplicates]:
             result.get(timeout=60)
 

@@ -5,6 +5,7 @@
 -- ARGV[i]      - its token
 -- ARGV[n + i]  - its ttl, ms
 -- ARGV[2n + i] - its heartbeat period, ms
+-- ARGV[3n + i] - its holder's part of the value (record.py's tail), written again on a take-back
 -- Returns a list with 1 where extended (or taken back), 0 where the place is not ours any more.
 local n = #KEYS
 local out = {}
@@ -24,7 +25,11 @@ for i = 1, n do
   else
     up = up or uptime_ms()
     if up < restart_window(ARGV[2 * n + i]) then
-      redis.call('hset', KEYS[i], ARGV[i], 'running - ' .. ms(lease) .. ' 0 ' .. ARGV[2 * n + i] .. ' ' .. ARGV[n + i])
+      local value = 'running - ' .. ms(lease) .. ' 0 ' .. ARGV[2 * n + i] .. ' ' .. ARGV[n + i]
+      if (ARGV[3 * n + i] or '') ~= '' then
+        value = value .. ' ' .. ARGV[3 * n + i]
+      end
+      redis.call('hset', KEYS[i], ARGV[i], value)
       keep_alive(KEYS[i], lease - now)
       out[i] = 1
     end

@@ -7,6 +7,8 @@
 -- ARGV[i]      - its token
 -- ARGV[n + i]  - its ttl, ms
 -- ARGV[2n + i] - its heartbeat period, ms
+-- ARGV[3n + i] - its holder's part of the value (record.py's tail: since, pid, host, task id),
+--                written again when the lock is taken back ('' writes the first five fields only)
 -- Returns a list with 1 where extended (or taken back), 0 where the token is gone.
 local n = #KEYS
 local out = {}
@@ -27,8 +29,11 @@ for i = 1, n do
   else
     up = up or uptime_ms()
     if up < restart_window(ARGV[2 * n + i]) then
-      redis.call('set', KEYS[i], ARGV[i] .. ' running - ' .. ARGV[2 * n + i] .. ' ' .. ARGV[n + i],
-                 'px', ARGV[n + i])
+      local value = ARGV[i] .. ' running - ' .. ARGV[2 * n + i] .. ' ' .. ARGV[n + i]
+      if (ARGV[3 * n + i] or '') ~= '' then
+        value = value .. ' ' .. ARGV[3 * n + i]
+      end
+      redis.call('set', KEYS[i], value, 'px', ARGV[n + i])
       out[i] = 1
     end
   end
