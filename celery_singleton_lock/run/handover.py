@@ -14,13 +14,11 @@ Past ``lock_queue_ttl`` of waiting it goes back to the queue as before.
 
 from __future__ import annotations
 
-import time
-from typing import Union
-
 from . import newest
 from .attempt import Attempt
-from .decisions import Decision, Requeue, Run
-from ..store import Conflict, Grant
+from .decisions import Decision, Requeue
+from .release_wait import wait_unless
+from ..store import Conflict
 
 __all__ = ["LOOK_EVERY", "waits_in_worker", "wait_turn"]
 
@@ -38,18 +36,7 @@ def wait_turn(attempt: Attempt, holder: Conflict) -> Decision:
     """Wait for ``holder``'s release and take the lock (:class:`Run`); how this call ends instead
     when a newer call superseded it meanwhile; back to the queue, uncounted, past ``lock_queue_ttl``."""
     attempt.waits_turn(holder, "the running copy (it is the newest call), woken by its release")
-    deadline = time.monotonic() + attempt.options.queue_ttl
-    outcome: Union[Grant, Conflict] = holder
-    with attempt.runtime.store.release_events(attempt.key) as events:
-        while True:
-            outcome, started = attempt.acquire()
-            if isinstance(outcome, Grant):
-                return Run(outcome, started)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return Requeue(outcome, counted=False)
-            # Wake at the release, when the holder's lease would run out, or to look again.
-            events.wait(min(LOOK_EVERY, remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01))
-            ended = newest.before_run(attempt)
-            if ended is not None:
-                return ended
+    outcome = wait_unless(attempt, attempt.options.queue_ttl, lambda: newest.before_run(attempt), LOOK_EVERY)
+    if isinstance(outcome, Conflict):
+        return Requeue(outcome, counted=False)
+    return outcome

@@ -35,7 +35,8 @@ from ..exceptions import LockedError
 from ..calls.limits import TURN_WAIT_S, turn_wait
 from ..store import Conflict, Grant
 from .taken import places_taken
-from .turns import TURNS, wait_for_release
+from .release_wait import wait_for_release
+from .turns import TURNS
 
 __all__ = ["ON_LOCKED", "decide", "SkipPolicy", "RaisePolicy", "RetryPolicy", "WaitPolicy", "ReplacePolicy"]
 

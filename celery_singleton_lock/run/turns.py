@@ -28,38 +28,14 @@ from typing import Callable, Optional, Sequence, Union
 from . import handover
 from .attempt import Attempt
 from .decisions import Decision, Ignored, Requeue, Run
+from .release_wait import pause_for_own_place, wait_for_release
 from ..store import STORE_ERRORS, Conflict, Grant
 
-__all__ = ["TURNS", "wait_for_release", "AfterPredecessor", "RedeliveryGuard", "QueuedTurn"]
+__all__ = ["TURNS", "AfterPredecessor", "RedeliveryGuard", "QueuedTurn"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
 Verdict = Union[Decision, Conflict]
-
-
-def wait_for_release(attempt: Attempt, until: Optional[Callable[[Conflict], bool]] = None) -> Union[Run, Conflict]:
-    """Block until the lock is ours, woken by the release announcement; the holder on
-    ``lock_wait_timeout``, or as soon as ``until(holder)`` says to stop waiting."""
-    deadline = time.monotonic() + attempt.options.wait_timeout
-    with attempt.runtime.store.release_events(attempt.key) as events:
-        while True:
-            outcome, started = attempt.acquire()
-            if isinstance(outcome, Grant):
-                return Run(outcome, started)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or (until is not None and until(outcome)):
-                return outcome
-            # Also wake when the holder's TTL would run out (a dead holder announces nothing).
-            timeout, asked_at = min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01), time.monotonic()
-            if not events.wait(timeout) and outcome.task_id == attempt.request.id:
-                _pause_for_own_place(outcome, timeout, asked_at)
-
-
-def _pause_for_own_place(holder: Conflict, timeout: float, asked_at: float) -> None:
-    """Wait a little before asking again for a place another execution of this task id holds: a
-    key's waiters are told of a release only while every place is taken, so ``wait`` returns at once."""
-    if holder.holder_token is not None:
-        time.sleep(max(min(timeout, 0.25) - (time.monotonic() - asked_at), 0))
 
 
 class AfterPredecessor:
@@ -120,7 +96,7 @@ class RedeliveryGuard:
                 if woke and conflict.holder_token is None:
                     return Ignored()  # the other delivery finished and released: it ran, this copy must not
                 if not woke:
-                    _pause_for_own_place(conflict, timeout, asked_at)
+                    pause_for_own_place(conflict, timeout, asked_at)
                 asked, started = attempt.acquire()
                 if woke and not (isinstance(asked, Conflict) and asked.holder_token == conflict.holder_token):
                     if isinstance(asked, Grant):

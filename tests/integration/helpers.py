@@ -81,3 +81,28 @@ def drop_runtime(app: Any) -> None:
     runtime = app.__dict__.pop("_singleton_lock_runtime", None)
     if runtime is not None:
         runtime.close()
+
+
+def by_key(intervals: List[dict]) -> Dict[str, List[dict]]:
+    """The recorded intervals grouped by the key their body names."""
+    grouped: Dict[str, List[dict]] = defaultdict(list)
+    for entry in intervals:
+        grouped[str(entry["key"])].append(entry)
+    return grouped
+
+
+def most_at_once(entries: List[dict]) -> int:
+    """The most intervals that were running at one instant."""
+    edges = sorted([(e["start"], 1) for e in entries] + [(e["end"], -1) for e in entries])
+    most = running = 0
+    for _, step in edges:  # an end before a start at the same instant: sorted -1 first
+        running += step
+        most = max(most, running)
+    return most
+
+
+def settle(results: List[Any], timeout: float) -> None:
+    """Wait until every call's result is ready, and raise what any of them raised."""
+    wait_for(lambda: all(r.ready() for r in results), timeout, interval=0.2, what="every call to finish")
+    for result in results:
+        result.get(timeout=5)

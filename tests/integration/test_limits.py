@@ -11,12 +11,11 @@ import os
 import re
 import signal
 import time
-from collections import defaultdict
-from typing import Dict, List
+from typing import List
 
 import pytest
 
-from tests.integration.helpers import lock_keys, records
+from tests.integration.helpers import by_key, lock_keys, most_at_once, records, settle
 from tests.support.servers import wait_older_than
 from tests.support.waits import wait_for
 
@@ -30,28 +29,6 @@ def limits_proj(proj):
     return module
 
 
-def _by_key(intervals: List[dict]) -> Dict[str, List[dict]]:
-    grouped: Dict[str, List[dict]] = defaultdict(list)
-    for entry in intervals:
-        grouped[entry["key"]].append(entry)
-    return grouped
-
-
-def _most_at_once(entries: List[dict]) -> int:
-    edges = sorted([(e["start"], 1) for e in entries] + [(e["end"], -1) for e in entries])
-    most = running = 0
-    for _, step in edges:  # an end before a start at the same instant: sorted -1 first
-        running += step
-        most = max(most, running)
-    return most
-
-
-def _settle(results, timeout: float) -> None:
-    wait_for(lambda: all(r.ready() for r in results), timeout, interval=0.2, what="every call to finish")
-    for result in results:
-        result.get(timeout=5)
-
-
 def test_a_storm_over_10_keys_never_runs_more_than_3_of_a_key_and_reaches_3(limits_proj, start_worker,
                                                                             events_redis, lock_redis):
     # Given two prefork workers of four processes each
@@ -60,15 +37,15 @@ def test_a_storm_over_10_keys_never_runs_more_than_3_of_a_key_and_reaches_3(limi
     # When 10 keys get 5 calls each, each key's calls back to back
     calls = [(f"k{k}", n) for k in range(10) for n in range(5)]
     results = [limits_proj.limited.delay(key, seq=n) for key, n in calls]
-    _settle(results, 120)
+    settle(results, 120)
     # then every call ran (the duplicates were re-queued until a place freed)
     intervals = records(events_redis)
     assert sorted((e["key"] for e in intervals)) == sorted(key for key, _ in calls)
     # and no key ever had more than 3 bodies running at once, and some key had 3
-    most = {key: _most_at_once(entries) for key, entries in _by_key(intervals).items()}
+    most = {key: most_at_once(entries) for key, entries in by_key(intervals).items()}
     assert max(most.values()) == 3, most
     # and a holder that began asking after another holder of its key had finished has a larger fence
-    for entries in _by_key(intervals).values():
+    for entries in by_key(intervals).values():
         assert all(a["fence"] < b["fence"] for a in entries for b in entries if a["end"] <= b["asked"])
         assert len({e["fence"] for e in entries}) == len(entries)
     # and every place is given back: nothing left but bookkeeping
@@ -96,10 +73,10 @@ def test_a_window_of_2s_never_starts_more_than_5_of_a_key_and_starts_5_in_some(l
     # end brings a re-queued call back in time)
     calls = [(f"w{k}", n) for k in range(3) for n in range(12)]
     results = [limits_proj.windowed.delay(key, seq=n) for key, n in calls]
-    _settle(results, 60)
+    settle(results, 60)
     intervals = records(events_redis)
     assert len(intervals) == len(calls)
-    for key, entries in _by_key(intervals).items():
+    for key, entries in by_key(intervals).items():
         # then no more than 5 of a key were granted in any 2 s span
         assert _violations(entries, 5, 2.0) == [], key
         # and 5 started in some 2 s span
@@ -165,7 +142,7 @@ def test_queued_or_running_counts_calls_from_publish_to_end(limits_proj, start_w
     published = {r.id for r in results[:2]}
     assert all(r.id in published for r in results[2:])
     start_worker(concurrency=4, app=APP)
-    _settle(results[:2], 30)
+    settle(results[:2], 30)
     assert len(records(events_redis)) == 2
     wait_for(lambda: not lock_keys(lock_redis), 10, what="every places key to go")
 
@@ -182,10 +159,10 @@ def test_queued_lets_up_to_the_limit_wait_beside_up_to_the_limit_running(limits_
     second = [limits_proj.queued_limited.delay("k", seq=n) for n in range(4, 8)]
     # then two more queue beside the two running, and every queued call runs in the end
     assert len({r.id for r in second}) == 2
-    _settle(first + second, 60)
+    settle(first + second, 60)
     intervals = records(events_redis)
     assert len(intervals) == 4
-    assert _most_at_once(intervals) <= 2
+    assert most_at_once(intervals) <= 2
 
 
 def test_calls_whose_limit_function_answers_differently_share_one_count(limits_proj, start_worker,
@@ -199,10 +176,10 @@ def test_calls_whose_limit_function_answers_differently_share_one_count(limits_p
     # then it meets the three (one count for the key) and is refused, its body not run
     with pytest.raises(Exception, match="is held by task"):
         lone.get(timeout=20)
-    _settle(first, 30)
+    settle(first, 30)
     intervals = records(events_redis)
     assert sorted(e["id"] for e in intervals) == sorted(r.id for r in first)
-    assert _most_at_once(intervals) == 3
+    assert most_at_once(intervals) == 3
 
 
 def test_a_forced_clear_ends_a_window(limits_proj, start_worker, events_redis, lock_redis):
@@ -242,7 +219,7 @@ def test_a_backlog_behind_a_window_is_re_queued_about_once_per_call(limits_proj,
         start_worker(concurrency=4, app=APP)
     # Given a key that starts 2 calls per 2 s window, when 16 calls come at once
     results = [limits_proj.two_per_2s.delay("b", seq=n) for n in range(16)]
-    _settle(results, 90)
+    settle(results, 90)
     intervals = records(events_redis)
     # then every call ran, never more than 2 in a window
     assert len(intervals) == 16

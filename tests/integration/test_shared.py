@@ -11,14 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-from collections import defaultdict
-from typing import Dict, List
+from typing import List
 
 import pytest
 
 from celery_singleton_lock import SharedLock
 from celery_singleton_lock.runtime import runtime_for
-from tests.integration.helpers import lock_keys, overlaps, records
+from tests.integration.helpers import by_key, lock_keys, most_at_once, overlaps, records, settle
 from tests.support.waits import wait_for
 
 APP = "tests.integration.proj_shared"
@@ -29,28 +28,6 @@ def shared_proj(proj):
     import tests.integration.proj_shared as module
 
     return module
-
-
-def _by_key(intervals: List[dict]) -> Dict[str, List[dict]]:
-    grouped: Dict[str, List[dict]] = defaultdict(list)
-    for entry in intervals:
-        grouped[str(entry["key"])].append(entry)
-    return grouped
-
-
-def _most_at_once(entries: List[dict]) -> int:
-    edges = sorted([(e["start"], 1) for e in entries] + [(e["end"], -1) for e in entries])
-    most = running = 0
-    for _, step in edges:
-        running += step
-        most = max(most, running)
-    return most
-
-
-def _settle(results, timeout: float) -> None:
-    wait_for(lambda: all(r.ready() for r in results), timeout, interval=0.2, what="every call to finish")
-    for result in results:
-        result.get(timeout=5)
 
 
 def _held(lock_redis, name: str) -> int:
@@ -70,15 +47,15 @@ def test_two_tasks_sharing_a_lock_name_never_overlap_per_key_and_do_across_keys(
         for account in (1, 2, 3):
             results.append(shared_proj.sync_account.delay(account))
             results.append(shared_proj.delete_account.delay(account, reason=f"r{n}"))
-    _settle(results, 120)
+    settle(results, 120)
     intervals = records(events_redis)
     # then every call ran, and no two calls of one account overlapped, whichever task made them
     assert len(intervals) == len(results)
     assert overlaps(intervals) == []
     # and calls of different accounts did run at once
-    assert _most_at_once(intervals) >= 2
+    assert most_at_once(intervals) >= 2
     # and both tasks ran under each account's one lock: their fences interleave in one sequence
-    for entries in _by_key(intervals).values():
+    for entries in by_key(intervals).values():
         assert {e["task"].rsplit(".", 1)[-1] for e in entries} == {"sync_account", "delete_account"}
         assert len({e["fence"] for e in entries}) == len(entries)
     wait_for(lambda: not lock_keys(lock_redis), 10, what="every lock to go")
@@ -92,11 +69,11 @@ def test_a_shared_lock_of_2_in_three_plain_tasks_is_reached_and_never_exceeded(s
     # When three plain tasks, 18 calls in all, each hold "payments-api" (limit 2, on_locked="wait")
     tasks = (shared_proj.charge_card, shared_proj.refund_card, shared_proj.capture_card)
     results = [task.delay() for task in tasks for _ in range(6)]
-    _settle(results, 120)
+    settle(results, 120)
     intervals = records(events_redis)
     # then every call got through, never more than 2 at once, and 2 at once at some time
     assert len(intervals) == len(results)
-    assert _most_at_once(intervals) == 2
+    assert most_at_once(intervals) == 2
     # and fences strictly increase along the grants
     assert len({e["fence"] for e in intervals}) == len(intervals)
     wait_for(lambda: _held(lock_redis, "payments-api") == 0, 10, what="every place to be given back")
@@ -125,11 +102,11 @@ def test_retry_requeues_the_task_without_spending_its_retries_and_every_call_run
     start_worker(concurrency=4, app=APP, env={"CSL_SHARED_RETRY_DELAY": "0.3"})
     # When six calls of a task with max_retries=0 meet "one-at-a-time" with on_locked="retry"
     results = [shared_proj.one_by_one.delay(n) for n in range(6)]
-    _settle(results, 120)
+    settle(results, 120)
     intervals = records(events_redis)
     # then every call ran once, one at a time
     assert sorted(e["id"] for e in intervals) == sorted(r.id for r in results)
-    assert _most_at_once(intervals) == 1
+    assert most_at_once(intervals) == 1
     # and the ones that met the lock were re-queued (entered more than once), their retries unspent
     entered = records(events_redis, "entered")
     assert len(entered) > len(results)
@@ -151,7 +128,7 @@ def test_a_window_on_a_shared_lock_never_admits_more_than_limit_starts_in_a_wind
     # Given four pool processes, and "partner": 3 starts per 1 s window, on_locked="wait"
     start_worker(concurrency=4, app=APP)
     results = [shared_proj.call_partner.delay(n) for n in range(12)]
-    _settle(results, 120)
+    settle(results, 120)
     intervals = records(events_redis)
     assert len(intervals) == 12
     # then no more than 3 were granted in any 1 s span, and 3 started in some span
