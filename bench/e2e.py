@@ -37,6 +37,7 @@ E2E_VARIANTS = {
     "LockedTask lock_debounce=1 ms": "locked_debounced",
     "celery-once QueueOnce": "once",
     "celery-singleton Singleton": "singleton",
+    "redis-py Lock by hand": "redis_py_lock",
 }
 STORM_VARIANTS = {
     "plain task (no lock)": "storm_plain",
@@ -175,20 +176,22 @@ def _hold_lock(task, args: tuple) -> Tuple[str, str]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a worker process and its pool children (0 where /proc has none)."""
+    """User + system CPU of a worker's process tree: the main process (with the children it reaped,
+    ``cutime``/``cstime``) and its live pool children (0 where /proc has none)."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            pids = [pid] + [int(p) for p in handle.read().split()]
+            children = [int(p) for p in handle.read().split()]
     except OSError:
         return 0.0
     ticks = 0
-    for each in pids:
+    for each in [pid] + children:
         try:
             with open(f"/proc/{each}/stat") as handle:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        # utime, stime (fields 14, 15); the main process's reaped children too (16, 17)
+        ticks += sum(int(f) for f in fields[11:15 if each == pid else 13])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
