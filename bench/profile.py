@@ -166,6 +166,7 @@ def run_pool_profile(start_worker: Callable[..., object], events_url: str, count
     try:
         for label, task in ((PLAIN_POOL, module.plain), (LOCKED_POOL, module.locked_running)):
             folder = tempfile.mkdtemp(prefix="bench-pool-profile-")
+            module.app.control.purge()  # what the publish scenarios left in the queue is no part of it
             try:
                 worker = start_worker(pool="prefork", concurrency=1, env={"BENCH_PROFILE_DIR": folder})
                 run = f"pool-prof-{uuid.uuid4().hex[:6]}"
