@@ -60,6 +60,20 @@ def cpu_targets(cpu: Series, pool: str) -> List[Tuple[str, str, str]]:
     return out
 
 
+def concurrency_of(pool: str) -> int:
+    """The concurrency an end-to-end block's name ("prefork, concurrency 2") gives."""
+    tail = pool.rsplit(" ", 1)[-1]
+    return int(tail) if tail.isdigit() else 1
+
+
+def lock_cpu_share(cpu: Series) -> Optional[float]:
+    """The median per round of (``running``'s worker CPU − the plain task's) / ``running``'s."""
+    mine, base = cpu.rounds.get("LockedTask running"), cpu.rounds.get("plain task")
+    if not mine or not base:
+        return None
+    return Summary.of([(m - b) / m for m, b in zip(mine, base) if m > 0]).median
+
+
 def _server_ratio(micro: dict, variant: str) -> Optional[float]:
     """The median of a variant's per-chunk Redis time over redis-py ``Lock``'s in the same turn."""
     chunks = micro.get("server_series")
@@ -307,8 +321,9 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 "the last `task_postrun` (after each variant released its lock). *Worker CPU* is the "
                 "user + system time of the worker and its pool children over the round (from /proc), "
                 "per message: unlike wall time it does not grow when the shared machine is busy "
-                "elsewhere. *Redis CPU* is what the one redis-server (broker, locks and the bench's "
-                "records) spent over the round, per message (from `INFO cpu`): on two cores it is taken "
+                "elsewhere; with a pool of processes, the children's part is shown apart (the rest is "
+                "the main process: receiving, dispatching, acknowledging). *Redis CPU* is what the one "
+                "redis-server (broker, locks and the bench's records) spent over the round, per message (from `INFO cpu`): on two cores it is taken "
                 "from the worker and the publisher. *Suppressed duplicates*: "
                 "the same number of messages, all one call whose lock the bench process holds, so every "
                 "one is skipped at run time: its ratio prices a suppressed duplicate against a plain "
@@ -316,7 +331,8 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
         chart_labels, chart_ratios = [], []
         for pool, data in e2e.items():
             wall, publish, cpu = data["wall"], data["publish"], data.get("cpu") or Series()
-            server_cpu = data.get("server_cpu") or Series()
+            server_cpu, pool_cpu = data.get("server_cpu") or Series(), data.get("pool_cpu") or Series()
+            split = concurrency_of(pool) > 1 and bool(pool_cpu.variants)
             rows = []
             for variant in wall.variants:
                 w, wspread = _span(wall.summary(variant), 1e3, 1)
@@ -324,13 +340,16 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 per_msg = wall.summary(variant).median / meta["e2e_count"] * 1e6
                 p, _ = _span(publish.summary(variant), 1e6)
                 rows.append([variant, w, wspread, *_ratio(ratio), _fmt(per_msg), p,
-                             _cpu_cell(cpu, variant), _cpu_cell(server_cpu, variant)])
+                             _cpu_cell(cpu, variant), *([_cpu_cell(pool_cpu, variant)] if split else []),
+                             _cpu_cell(server_cpu, variant)])
                 chart_labels.append(f"{pool}: {variant}")
                 chart_ratios.append(ratio)
             doc.add(f"### {pool}",
                     _table(["variant", "wall ms (median)", "min – max", "× plain", "ratio min – max",
                             "µs per message", "µs per publish (worker busy)",
-                            "worker CPU µs per message (× plain)", "Redis CPU µs per message (× plain)"], rows))
+                            "worker CPU µs per message (× plain)",
+                            *(["of which the pool children (× plain)"] if split else []),
+                            "Redis CPU µs per message (× plain)"], rows))
             peers = {peer: wall.ratio(peer, "plain task").median
                      for peer in ("celery-once QueueOnce", "celery-singleton Singleton") if peer in wall.variants}
             for variant in ("LockedTask running", "LockedTask queued_or_running"):
@@ -340,6 +359,10 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                                 "within 1.10× of plain", f"{_fmt(mine, 3)}x of plain",
                                 _verdict(all(mine < r for r in peers.values()) and mine <= 1.10)))
             targets.extend(cpu_targets(cpu, pool))
+            share = lock_cpu_share(cpu)
+            if share is not None:
+                doc.add(f"The lock's own share of a `running` task's worker CPU here ({pool}; what it adds over a "
+                        f"plain task, over its whole, same rounds, no profiler): {_fmt(share * 100, 1)}%.")
         doc.add(f"![end to end]({img('bench-e2e.png')})")
         if _chart(os.path.join(chart_dir, "bench-e2e.png"), "End-to-end wall time vs plain task (lower is faster)",
                chart_labels, chart_ratios, "wall ÷ plain task's wall, same round"):
