@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional
 
 import redis
@@ -64,7 +64,7 @@ class Sizes:
 FULL = Sizes(micro_cycles=1500, micro_rounds=7, micro_server_cycles=20000, key_calls=20000, key_rounds=7,
              hb_sizes=(1, 100, 10000),
              hb_rounds=7, hb_period=0.5, hb_periods=4, publish_count=300, publish_rounds=9,
-             e2e_pools=(("solo", 1), ("prefork", 2)), e2e_count=200, e2e_rounds=15,
+             e2e_pools=(("solo", 1), ("prefork", 2)), e2e_count=1000, e2e_rounds=7,
              storm_pool=("prefork", 4), storm_messages=200, storm_sets=10, storm_rounds=3, profile_count=2000,
              cluster_cycles=1000, cluster_rounds=7, cluster_clients=(2, 4), path_count=2000, path_rounds=9,
              limit_count=2000, limit_rounds=9, rate_keys=4, rate_bursts=20, rate_rounds=3,
@@ -88,6 +88,9 @@ def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: every section in seconds")
     parser.add_argument("--out", default=os.path.join(_ROOT, "docs"), help="where benchmarks.md and the PNGs go")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    parser.add_argument("--e2e-count", type=int, help="messages per end-to-end round (worker CPU: 1000+ for "
+                        "figures past the clock tick)")
+    parser.add_argument("--e2e-rounds", type=int, help="end-to-end rounds per pool")
     return parser.parse_args(argv)
 
 
@@ -116,6 +119,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return faults(argv[1:])
     args = _parse(argv)
     sizes = SMOKE if args.smoke else FULL
+    if args.e2e_count or args.e2e_rounds:
+        sizes = replace(sizes, e2e_count=args.e2e_count or sizes.e2e_count, e2e_rounds=args.e2e_rounds or sizes.e2e_rounds)
     only = set(args.only.split(","))
     began = time.monotonic()
     sys.path.insert(0, _ROOT)
@@ -131,9 +136,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         broker, lock, events = urls["BENCH_BROKER_URL"], urls["BENCH_LOCK_URL"], urls["BENCH_EVENTS_URL"]
         server_version = redis.Redis.from_url(lock).info("server").get("redis_version", "?")
 
-        def start_worker(pool: str, concurrency: int) -> Worker:
-            worker = Worker("bench.app", dict(urls), name=f"bench-{pool}-{uuid.uuid4().hex[:6]}", pool=pool,
-                            concurrency=concurrency)
+        def start_worker(pool: str, concurrency: int, env: Optional[Dict[str, str]] = None) -> Worker:
+            worker = Worker("bench.app", {**urls, **(env or {})}, name=f"bench-{pool}-{uuid.uuid4().hex[:6]}",
+                            pool=pool, concurrency=concurrency)
             stack.callback(worker.stop)
             return worker.start()
 
@@ -190,6 +195,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if "profile" in only:
             _log("profile ...")
             results["profile"] = profile.run_profile(lock, sizes.profile_count, log=_log)
+            results["profile"].update(profile.run_pool_profile(start_worker, events, sizes.profile_count, log=_log))
         from celery_singleton_lock.runtime import peek_runtime
 
         from . import app as bench_app
@@ -200,7 +206,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "FINDINGS.md")
         notes = open(notes_path).read() if os.path.exists(notes_path) else ""
         meta = {
-            "command": "python -m bench" + (" --smoke" if args.smoke else ""),
+            "command": " ".join(["python -m bench", *argv]),
             "mode": "smoke (tiny sizes, numbers meaningless)" if args.smoke else "full",
             "when": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
             "cpus": os.cpu_count(), "redis_version": server_version, "peers": _peers(),

@@ -18,7 +18,7 @@ import time
 
 import redis
 from celery import Celery
-from celery.signals import task_postrun
+from celery.signals import task_postrun, worker_process_init, worker_process_shutdown
 
 from celery_singleton_lock import LockedTask
 
@@ -66,6 +66,27 @@ def _done(sender=None, args=None, **_: object) -> None:
     """One timestamp per finished task, keyed by the run id (the first argument)."""
     if sender is not None and sender.name.startswith("bench.") and args:
         events().rpush(f"done:{args[0]}", time.time())
+
+
+_profiler = None
+
+
+@worker_process_init.connect(weak=False, dispatch_uid="bench.profile_start")
+def _profile_start(**_: object) -> None:
+    """With ``BENCH_PROFILE_DIR`` set, each pool process profiles everything it runs until it exits."""
+    global _profiler
+    if os.environ.get("BENCH_PROFILE_DIR"):
+        import cProfile
+
+        _profiler = cProfile.Profile(time.process_time)  # CPU: a pool process waiting for work costs none
+        _profiler.enable()
+
+
+@worker_process_shutdown.connect(weak=False, dispatch_uid="bench.profile_stop")
+def _profile_stop(**_: object) -> None:
+    if _profiler is not None:
+        _profiler.disable()
+        _profiler.dump_stats(os.path.join(os.environ["BENCH_PROFILE_DIR"], f"pool-{os.getpid()}.prof"))
 
 
 def _storm_body(key: str, run: str) -> None:
@@ -160,7 +181,8 @@ _plain_locks = None
 
 @app.task(name="bench.redis_py_lock")
 def redis_py_lock(run, i):
-    """A plain task whose body takes and releases redis-py's ``Lock`` on its arguments (no renewal)."""
+    """What people write by hand: a plain task whose body takes redis-py's ``Lock`` named after its
+    arguments and releases it (no renewal, no fence, no release when the process dies)."""
     global _plain_locks
     if _plain_locks is None or _plain_locks.connection_pool.pid != os.getpid():
         _plain_locks = redis.Redis.from_url(LOCK_URL)

@@ -37,6 +37,7 @@ E2E_VARIANTS = {
     "LockedTask lock_debounce=1 ms": "locked_debounced",
     "celery-once QueueOnce": "once",
     "celery-singleton Singleton": "singleton",
+    "redis-py Lock by hand": "redis_py_lock",
 }
 STORM_VARIANTS = {
     "plain task (no lock)": "storm_plain",
@@ -174,22 +175,27 @@ def _hold_lock(task, args: tuple) -> Tuple[str, str]:
     return key, token
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a worker process and its pool children (0 where /proc has none)."""
+def _cpu_seconds(pid: int) -> Tuple[float, float]:
+    """User + system CPU of a worker's process tree: the main process (with the children it reaped,
+    ``cutime``/``cstime``), and its live pool children (0 where /proc has none)."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            pids = [pid] + [int(p) for p in handle.read().split()]
+            children = [int(p) for p in handle.read().split()]
     except OSError:
-        return 0.0
-    ticks = 0
-    for each in pids:
+        return 0.0, 0.0
+    main = pool = 0
+    for each in [pid] + children:
         try:
             with open(f"/proc/{each}/stat") as handle:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
+        if each == pid:  # utime, stime, cutime, cstime (fields 14-17)
+            main += sum(int(f) for f in fields[11:15])
+        else:
+            pool += int(fields[11]) + int(fields[12])
+    tick = os.sysconf("SC_CLK_TCK")
+    return main / tick, pool / tick
 
 
 def _redis_cpu_seconds(client: "redis.Redis") -> float:
@@ -212,6 +218,7 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
             _publish(task, run, 10)
             _wait_done(events, run, 10, 120)
         wall, publish, cpu, server_cpu = Series.declared(order), Series.declared(order), Series(), Series()
+        pool_cpu = Series()  # the pool children's part of ``cpu`` (none in solo)
         pid = getattr(worker, "pid", None)
         for r, label in interleave(order, rounds):
             run = f"e2e-{pool}-{r}-{uuid.uuid4().hex[:6]}"
@@ -222,13 +229,15 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
                 same = True
             else:
                 task, same = tasks[label], False
-            cpu_before = _cpu_seconds(pid) if pid else 0.0
+            cpu_before = _cpu_seconds(pid) if pid else (0.0, 0.0)
             server_before = _redis_cpu_seconds(events)
             first = time.time()
             elapsed, published = _publish(task, run, count, same=same)
             done = _wait_done(events, run, published, timeout=60 + count * 0.5)
             if pid:
-                cpu.add(label, (_cpu_seconds(pid) - cpu_before) / count)
+                main, children = _cpu_seconds(pid)
+                cpu.add(label, (main + children - sum(cpu_before)) / count)
+                pool_cpu.add(label, (children - cpu_before[1]) / count)
             server_cpu.add(label, (_redis_cpu_seconds(events) - server_before) / count)
             if held is not None:
                 from celery_singleton_lock.runtime import runtime_for
@@ -240,7 +249,7 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
         worker.stop()
         events.close()
     log(f"end to end ({pool} x{concurrency}): {len(order)} variants x {rounds} rounds x {count} messages done")
-    return {"wall": wall, "publish": publish, "cpu": cpu, "server_cpu": server_cpu}
+    return {"wall": wall, "publish": publish, "cpu": cpu, "pool_cpu": pool_cpu, "server_cpu": server_cpu}
 
 
 def _overlaps(intervals: List[dict]) -> int:

@@ -8,6 +8,7 @@ import platform
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .stats import Series, Summary
+from .profile import lock_share
 from .worker_path import METRICS_ON, metrics_share
 from .handover import handover_section
 from .limits_report import limits_section
@@ -37,6 +38,40 @@ def _cpu_cell(series: Series, variant: str) -> str:
         return "n/a"
     ratio = series.ratio(variant, "plain task").median
     return f"{_fmt(series.summary(variant).median * 1e6)} ({_fmt(ratio, 2)}x)"
+
+
+def cpu_targets(cpu: Series, pool: str) -> List[Tuple[str, str, str]]:
+    """The worker CPU ``running`` adds to a plain task against the cheaper unsafe peer's (plus 0.08
+    of a plain task) and redis-py's ``Lock`` taken by hand, ratios of the same rounds."""
+    mine = "LockedTask running"
+    if mine not in cpu.variants or "plain task" not in cpu.variants:
+        return []
+    ratio = {v: cpu.ratio(v, "plain task").median for v in cpu.variants}
+    peers = [ratio[p] for p in ("celery-once QueueOnce", "celery-singleton Singleton") if p in ratio]
+    out = []
+    if peers:
+        out.append((f"worker CPU, {pool}, running: at most the cheaper unsafe peer's + 0.08 of plain "
+                    f"({_fmt(min(peers), 2)}x + 0.08)", f"{_fmt(ratio[mine], 2)}x of plain",
+                    _verdict(ratio[mine] <= min(peers) + 0.08)))
+    by_hand = ratio.get("redis-py Lock by hand")
+    if by_hand is not None:
+        out.append((f"worker CPU, {pool}, running: at most redis-py's Lock by hand ({_fmt(by_hand, 2)}x)",
+                    f"{_fmt(ratio[mine], 2)}x of plain", _verdict(ratio[mine] <= by_hand)))
+    return out
+
+
+def concurrency_of(pool: str) -> int:
+    """The concurrency an end-to-end block's name ("prefork, concurrency 2") gives."""
+    tail = pool.rsplit(" ", 1)[-1]
+    return int(tail) if tail.isdigit() else 1
+
+
+def lock_cpu_share(cpu: Series) -> Optional[float]:
+    """The median per round of (``running``'s worker CPU − the plain task's) / ``running``'s."""
+    mine, base = cpu.rounds.get("LockedTask running"), cpu.rounds.get("plain task")
+    if not mine or not base:
+        return None
+    return Summary.of([(m - b) / m for m, b in zip(mine, base) if m > 0]).median
 
 
 def _server_ratio(micro: dict, variant: str) -> Optional[float]:
@@ -286,8 +321,9 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 "the last `task_postrun` (after each variant released its lock). *Worker CPU* is the "
                 "user + system time of the worker and its pool children over the round (from /proc), "
                 "per message: unlike wall time it does not grow when the shared machine is busy "
-                "elsewhere. *Redis CPU* is what the one redis-server (broker, locks and the bench's "
-                "records) spent over the round, per message (from `INFO cpu`): on two cores it is taken "
+                "elsewhere; with a pool of processes, the children's part is shown apart (the rest is "
+                "the main process: receiving, dispatching, acknowledging). *Redis CPU* is what the one "
+                "redis-server (broker, locks and the bench's records) spent over the round, per message (from `INFO cpu`): on two cores it is taken "
                 "from the worker and the publisher. *Suppressed duplicates*: "
                 "the same number of messages, all one call whose lock the bench process holds, so every "
                 "one is skipped at run time: its ratio prices a suppressed duplicate against a plain "
@@ -295,7 +331,8 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
         chart_labels, chart_ratios = [], []
         for pool, data in e2e.items():
             wall, publish, cpu = data["wall"], data["publish"], data.get("cpu") or Series()
-            server_cpu = data.get("server_cpu") or Series()
+            server_cpu, pool_cpu = data.get("server_cpu") or Series(), data.get("pool_cpu") or Series()
+            split = concurrency_of(pool) > 1 and bool(pool_cpu.variants)
             rows = []
             for variant in wall.variants:
                 w, wspread = _span(wall.summary(variant), 1e3, 1)
@@ -303,13 +340,16 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 per_msg = wall.summary(variant).median / meta["e2e_count"] * 1e6
                 p, _ = _span(publish.summary(variant), 1e6)
                 rows.append([variant, w, wspread, *_ratio(ratio), _fmt(per_msg), p,
-                             _cpu_cell(cpu, variant), _cpu_cell(server_cpu, variant)])
+                             _cpu_cell(cpu, variant), *([_cpu_cell(pool_cpu, variant)] if split else []),
+                             _cpu_cell(server_cpu, variant)])
                 chart_labels.append(f"{pool}: {variant}")
                 chart_ratios.append(ratio)
             doc.add(f"### {pool}",
                     _table(["variant", "wall ms (median)", "min – max", "× plain", "ratio min – max",
                             "µs per message", "µs per publish (worker busy)",
-                            "worker CPU µs per message (× plain)", "Redis CPU µs per message (× plain)"], rows))
+                            "worker CPU µs per message (× plain)",
+                            *(["of which the pool children (× plain)"] if split else []),
+                            "Redis CPU µs per message (× plain)"], rows))
             peers = {peer: wall.ratio(peer, "plain task").median
                      for peer in ("celery-once QueueOnce", "celery-singleton Singleton") if peer in wall.variants}
             for variant in ("LockedTask running", "LockedTask queued_or_running"):
@@ -318,6 +358,11 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 targets.append((f"end to end, {pool}, {variant.split()[-1]}: ahead of both peers ({named}) and "
                                 "within 1.10× of plain", f"{_fmt(mine, 3)}x of plain",
                                 _verdict(all(mine < r for r in peers.values()) and mine <= 1.10)))
+            targets.extend(cpu_targets(cpu, pool))
+            share = lock_cpu_share(cpu)
+            if share is not None:
+                doc.add(f"The lock's own share of a `running` task's worker CPU here ({pool}; what it adds over a "
+                        f"plain task, over its whole, same rounds, no profiler): {_fmt(share * 100, 1)}%.")
         doc.add(f"![end to end]({img('bench-e2e.png')})")
         if _chart(os.path.join(chart_dir, "bench-e2e.png"), "End-to-end wall time vs plain task (lower is faster)",
                chart_labels, chart_ratios, "wall ÷ plain task's wall, same round"):
@@ -454,6 +499,12 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
         doc.add("## Profile",
                 "cProfile over each operation, repeated; *µs per op* is under the profiler (inflated), "
                 "the split shows where the own time goes. Top functions by own time per operation.")
+        shares = lock_share(prof)
+        if shares:
+            doc.add("*The lock's own share of a task's worker time* (the locked task's time per task less the "
+                    "plain task's, over the locked task's, both under the profiler): "
+                    + "; ".join(f"{name.split(': ')[0]}: {_fmt(share * 100, 1)}%" for name, share in shares.items())
+                    + ". The pool process's profile counts CPU time of its whole life, start and exit included.")
         for name, data in prof.items():
             split = ", ".join(f"{k} {v:,.1f}" for k, v in data["groups_us"].items())
             rows = [[f"`{fn}`", _fmt(tt, 1), _fmt(ct, 1), _fmt(nc, 2)] for fn, tt, ct, nc in data["top"]]

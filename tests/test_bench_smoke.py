@@ -33,6 +33,10 @@ def test_bench_smoke_writes_every_section(tmp_path):
     assert "| ours: running (acquire + release) |" in report
     assert re.search(r"\| LockedTask running \| \d+ \| 0 \| \d+ \| 0 \|", report), "storm row of our lock"
     assert "storm: 0 overlaps for LockedTask | max 0 | yes |" in report
+    end_to_end = report.split("## End to end", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"\| redis-py Lock by hand \|", end_to_end), "the by-hand lock is an end-to-end variant"
+    assert "| worker CPU, solo, concurrency 1, running: at most redis-py's Lock by hand" in report
+    assert "*The lock's own share of a task's worker time*" in report
     assert "| Redis Cluster: one task's locks spread over the masters" in report
     cluster = report.split("## Redis Cluster", 1)[1].split("## ", 1)[0]
     if "Skipped:" not in cluster:  # one hash tag: one slot, one master does everything

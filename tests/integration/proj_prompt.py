@@ -1,0 +1,21 @@
+"""The test app of :mod:`tests.integration.proj`, with a task that says when its body ended.
+
+The body records its lock's key as it starts and the time as its last act, so a test
+watching the key from outside can tell how long after the body's end the lock was gone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from celery_singleton_lock import LockedTask
+from tests.integration.proj import *  # noqa: F401,F403 - the app and its tasks
+from tests.integration.proj import app, events
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, lock_heartbeat=1)
+def says_its_end(self, key, duration=0.3):
+    events().rpush("prompt:started", json.dumps({"key": key, "lock": self.lock.key}))
+    time.sleep(duration)  # the test is watching the lock key by now
+    events().rpush("prompt:ended", json.dumps({"key": key, "end": time.time()}))

@@ -1,0 +1,62 @@
+"""A finished task's lock is gone from Redis at once, not at the next task or heartbeat.
+
+Given a real worker running one task with nothing after it, when the body ends, then
+the lock key disappears within 50 ms of the body's last act as seen by a client
+polling it from outside, and within one heartbeat period (1 s here) in any case. The
+50 ms bound is taken on the median of a few tasks run one after another (one task
+alone may lose its core on a shared machine); the heartbeat bound holds for each.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Dict, Iterator
+
+import pytest
+
+from tests.integration.helpers import drop_runtime
+from tests.support.waits import wait_for
+
+APP = "tests.integration.proj_prompt"
+TASKS = 5
+PROMPT = 0.05
+HEARTBEAT = 1.0  # the task's lock_heartbeat
+
+
+@pytest.fixture
+def prompt_proj(test_env: Dict[str, str], suite_servers, events_redis) -> Iterator[object]:
+    import tests.integration.proj_prompt as module
+
+    drop_runtime(module.app)
+    suite_servers.clean()
+    events_redis.delete("prompt:started", "prompt:ended")
+    yield module
+    drop_runtime(module.app)
+
+
+def _gone_after_end(proj, lock_redis, events_redis, n: int) -> float:
+    """Seconds from the body's recorded end to the first poll that found its lock key gone."""
+    result = proj.says_its_end.delay(f"k{n}")
+    started = wait_for(lambda: events_redis.lindex("prompt:started", n), 20, interval=0.005,
+                       what=f"task {n} to start")
+    key = json.loads(started)["lock"]
+    deadline = time.monotonic() + 10
+    while lock_redis.exists(key):  # a tight poll, bounded
+        assert time.monotonic() < deadline, f"lock {key} still held 10 s after its task started"
+        time.sleep(0.001)
+    gone = time.time()
+    ended = json.loads(wait_for(lambda: events_redis.lindex("prompt:ended", n), 10, what=f"task {n}'s end"))
+    result.get(timeout=10)
+    return gone - ended["end"]
+
+
+@pytest.mark.parametrize("pool,concurrency", [("prefork", 2), ("solo", 1)])
+def test_a_released_lock_is_gone_at_once_when_nothing_follows(prompt_proj, start_worker, lock_redis, events_redis,
+                                                             pool, concurrency):
+    start_worker(pool=pool, concurrency=concurrency, app=APP)
+
+    delays = [_gone_after_end(prompt_proj, lock_redis, events_redis, n) for n in range(TASKS)]
+
+    assert all(d < HEARTBEAT for d in delays), delays
+    assert sorted(delays)[TASKS // 2] < PROMPT, delays
