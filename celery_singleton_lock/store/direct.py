@@ -5,9 +5,7 @@ command, through its retry, event and metrics layers; for one short command that
 more client CPU than the round trip (``bench/FINDINGS.md``). :class:`Direct` keeps the
 connections it took and asks through redis-py's own
 :class:`~redis.connection.Connection`: ``send_command`` packs, ``read_response`` parses,
-so the replies, the errors and the periodic health check are redis-py's. The calls' own
-arguments (strings and integers) are packed here in one pass, as redis-py's packer would
-write them in the connection's encoding; any other argument goes through redis-py's packer.
+so the wire format, the replies, the errors and the periodic health check are redis-py's.
 
 A connection serves one call at a time (taken from a free list and put back after its
 reply, so threads and greenlets never share one). A broken one is dropped with every idle
@@ -46,11 +44,7 @@ class Direct:
             if connection is None:
                 connection = self._take()
             try:
-                packed = _packed(args, connection.encoder)
-                if packed is None:
-                    connection.send_command(*args)
-                else:
-                    connection.send_packed_command((packed,))
+                connection.send_command(*args)
                 reply = connection.read_response()
             except redis.exceptions.ResponseError:
                 self._idle.append(connection)  # the server answered: the connection is fine
@@ -98,26 +92,6 @@ class Direct:
     def _drop(self, connection: Any) -> None:
         connection.disconnect()
         self._pool.release(connection)
-
-
-def _packed(args: Sequence[Any], encoder: Any) -> Optional[bytes]:
-    """RESP of a command whose arguments are all ``str``, ``int`` or ``bytes`` (``None`` otherwise,
-    or when the command's name holds a space: redis-py splits those)."""
-    if type(args[0]) is not str or " " in args[0]:
-        return None
-    parts = []
-    for arg in args:
-        kind = type(arg)
-        if kind is str:
-            data = arg.encode(encoder.encoding, encoder.encoding_errors)
-        elif kind is int:
-            data = b"%d" % arg
-        elif kind is bytes:
-            data = arg
-        else:  # bool (refused), float, memoryview...: redis-py's rules
-            return None
-        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"*%d\r\n%s" % (len(parts), b"".join(parts))
 
 
 def direct_for(client: Any) -> Optional[Direct]:

@@ -83,13 +83,9 @@ class KeyLayout:
     def keys(self, task: str, digest: str, scope: str, queued_digest: Optional[str] = None) -> LockKeys:
         """The keys of one call; ``queued_digest`` names the enqueue lock when a message names
         one that differs from ``digest``."""
-        queued = self.enqueue(task, queued_digest or digest, scope) if queued_digest else None
-        tag = self.tag(task, digest)
-        lock = f"{tag}:{digest}"
-        if queued is None:
-            queued = f"{lock}:queued" if scope == "queued" else lock
-        return LockKeys(lock=lock, queued=queued, fence=f"{tag}:fence", done=f"{tag}:done",
-                        generation=f"{lock}:gen")
+        queued = self.enqueue(task, queued_digest or digest, scope)
+        return LockKeys(lock=self.lock(task, digest), queued=queued, fence=self.fence(task, digest),
+                        done=self.done(task, digest), generation=self.generation(task, digest))
 
     def tag(self, task: str, digest: str) -> str:
         """The key prefix of the digest's bucket, hash tag included."""

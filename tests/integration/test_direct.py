@@ -94,18 +94,3 @@ def test_each_thread_reads_its_own_replies(server):
 
 def test_a_cluster_client_is_asked_through_redis_py_itself():
     assert direct_for(object()) is None
-
-
-@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
-def test_what_a_call_writes_is_what_redis_py_writes(server, encoding):
-    client = redis.Redis.from_url(server.url, encoding=encoding)
-    ask = Direct(client)
-    value = "tök\tén 30000 -"
-    assert ask("SET", "packed", value, "NX", "PX", 30000, "GET") is None
-    assert client.get("packed") == value.encode(encoding)
-    assert ask("SET", "packed", b"raw\x00bytes", "XX", "GET") == value.encode(encoding)
-    assert ask("EVAL", "return ARGV[1] .. ARGV[2]", 0, -7, 2.5) == b"-72.5"  # a float: redis-py's packer
-    with pytest.raises(redis.exceptions.DataError):
-        ask("SET", "packed", True)  # refused as redis-py refuses it
-    assert ask("GET", "packed") == b"raw\x00bytes"
-    ask.discard()
