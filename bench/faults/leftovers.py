@@ -61,8 +61,9 @@ def broker_leftovers(app: object, broker_url: str, queue: str) -> Tuple[int, Set
 
 
 def lock_leftovers(urls: Iterable[str], prefix: str = "faults") -> Dict[str, int]:
-    """Locks left under the prefix, and keys without a TTL (fencing counters apart: they are meant to stay)."""
-    left = {"locks_left": 0, "no_ttl": 0, "counters": 0}
+    """Locks left under the prefix, and keys without a TTL (fencing counters and the latest-wins rows'
+    generation hashes apart: they are meant to stay, the hashes until their TTL)."""
+    left = {"locks_left": 0, "no_ttl": 0, "counters": 0, "generations": 0}
     for url in urls:
         client = redis.Redis.from_url(url, socket_timeout=5)
         try:
@@ -71,7 +72,9 @@ def lock_leftovers(urls: Iterable[str], prefix: str = "faults") -> Dict[str, int
                 if name.endswith(":fence"):
                     left["counters"] += 1
                     continue
-                if not name.endswith(":done"):
+                if name.endswith(":gen"):
+                    left["generations"] += 1
+                elif not name.endswith(":done"):
                     left["locks_left"] += 1
                 if client.ttl(key) == -1:
                     left["no_ttl"] += 1

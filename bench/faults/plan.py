@@ -30,7 +30,12 @@ class Fault:
     limit: int = 1  # the workload's `lock_limit`
     window: float = 0.0  # the workload's `lock_window`, seconds
     shared: bool = False  # plain tasks holding a `SharedLock` of `limit` places in their bodies
+    latest: Tuple[str, ...] = ()  # latest-wins tasks (bench/faults/latest.py) published by publisher processes
     note: str = ""
+
+    @property
+    def app_module(self) -> str:
+        return "bench.faults.latest" if self.latest else "bench.faults.app"
 
     @property
     def command(self) -> str:
@@ -44,12 +49,13 @@ class Size:
     workers: int
     concurrency: int
     items: int = 20  # distinct arguments per task
+    publishers: int = 3  # publisher processes in the latest-wins rows
 
 
 SIZES = {
     "full": Size(messages=1600, window=75.0, workers=2, concurrency=4),
     "quick": Size(messages=400, window=25.0, workers=2, concurrency=4),
-    "smoke": Size(messages=120, window=12.0, workers=1, concurrency=4),
+    "smoke": Size(messages=120, window=12.0, workers=1, concurrency=4, publishers=2),
 }
 
 _PAUSE = ("process paused longer than `lock_ttl`: expires; on resume the old holder learns it lost the lock "
@@ -130,4 +136,17 @@ FAULTS += [
           _SHARED + "; a paused holder's place expires and it learns so on resume", limit=2, shared=True),
     Fault("shared-restart-store", "`SharedLock`: lock store restarted empty every 8-14 s", "restart_store",
           _SHARED + "; live holders take their places back, fences keep increasing", limit=2, shared=True),
+]
+
+_LATEST = ("a superseded call (answered `None`) never runs, a call that ran answers its own arguments; each key's "
+           "newest call known to reach the broker runs (a kill between publish and recording it as the newest "
+           "loses nothing: its message makes it the newest); no call runs once a newer one of its key was "
+           "published; runs of a key never overlap; nothing left PENDING, queued or locked")
+
+FAULTS += [
+    Fault("replace-kill-publisher", "`on_locked=\"replace\"`: SIGKILL a publisher every 1-4 s", "kill_publisher",
+          _LATEST, body=(0.1, 0.5), latest=("faults.replace",)),
+    Fault("debounce-kill-publisher", "`lock_debounce` (and `lock_debounce_max`): SIGKILL a publisher every 1-4 s",
+          "kill_publisher", _LATEST + "; a burst longer than `lock_debounce_max` runs its newest call at the cap",
+          latest=("faults.debounce", "faults.debounce_max")),
 ]
