@@ -7,6 +7,7 @@ own arguments, so a call that ran can be told from one answered as superseded (`
 
 - ``faults.replace``: ``on_locked="replace"``, ``lock_scope="queued_or_running"`` (runs of a key
   never overlap; the newest call takes the place of the one waiting);
+- ``faults.replace_queued``: the same with ``lock_scope="queued"``;
 - ``faults.debounce``: ``lock_debounce`` of :data:`QUIET` seconds;
 - ``faults.debounce_max``: the same, capped by ``lock_debounce_max`` (:data:`LONGEST`).
 """
@@ -37,6 +38,12 @@ def replace(self: Any, item: int, seq: int, tag: str) -> List[Any]:
     return _ran(self, item, seq, tag)
 
 
+@app.task(bind=True, base=LockedTask, name="faults.replace_queued", lock_ttl=TTL, lock_key=("item",),
+          on_locked="replace", lock_scope="queued")
+def replace_queued(self: Any, item: int, seq: int, tag: str) -> List[Any]:
+    return _ran(self, item, seq, tag)
+
+
 @app.task(bind=True, base=LockedTask, name="faults.debounce", lock_ttl=TTL, lock_key=("item",),
           lock_debounce=QUIET)
 def debounce(self: Any, item: int, seq: int, tag: str) -> List[Any]:
@@ -49,4 +56,4 @@ def debounce_max(self: Any, item: int, seq: int, tag: str) -> List[Any]:
     return _ran(self, item, seq, tag)
 
 
-TASKS: Dict[str, Any] = {t.name: t for t in (replace, debounce, debounce_max)}
+TASKS: Dict[str, Any] = {t.name: t for t in (replace, replace_queued, debounce, debounce_max)}

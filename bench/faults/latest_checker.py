@@ -64,7 +64,7 @@ def check_latest(history: History, runs: List[Execution], answers: Mapping[str, 
     examples: List[dict] = []
 
     def example(kind: str, **fields: Any) -> None:
-        if len(examples) < 8:
+        if sum(1 for e in examples if e["kind"] == kind) < 3:  # a few of each kind
             examples.append({"kind": kind, **fields})
 
     superseded_ran = wrong = 0

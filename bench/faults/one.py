@@ -25,7 +25,7 @@ from .history import load
 from .latest_checker import check_latest
 from .leftovers import broker_leftovers, lock_leftovers, log_lines, result_states, tracebacks
 from .nemeses import NEMESES
-from .plan import FAULTS, SIZES, Fault, Size
+from .plan import FAULTS, SIZES, SLOW_PUBLISH, Fault, Size
 from .publisher import Publishers
 from .topology import Topology
 
@@ -107,11 +107,6 @@ def _exclusion(fault: Fault, history: Any, runs: List[checker.Execution]) -> dic
     # A window counts from publish for queued_or_running, from the run's start otherwise.
     taken = {p["task_id"]: p["t"] for p in history.published if p["task"] == "faults.queued_or_running"}
     return checker.check_places(runs, history.lost, fault.limit, fault.window, taken if fault.window else {})
-
-
-#: Seconds the latest-wins publishers spend after a call's generation is reserved and before its message
-#: is sent, and again after it is sent and before the call is recorded as the newest.
-SLOW_PUBLISH = 0.03
 
 
 def _publish_latest(fault: Fault, size: Size, topology: Topology, seed: int, nemesis: Callable[[], None]) -> None:

@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-__all__ = ["Fault", "Size", "FAULTS", "SIZES", "AMQP_URL"]
+__all__ = ["Fault", "Size", "FAULTS", "SIZES", "AMQP_URL", "SLOW_PUBLISH"]
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 
 SHORT = (0.05, 0.3)  # body seconds
+
+#: Seconds the latest-wins publishers spend after a call's generation is reserved (and, for the first
+#: call of a quiet `queued_or_running` key, its enqueue lock taken) and before its message is sent, and
+#: again after it is sent and before the call is recorded as its key's newest: kills land there often.
+SLOW_PUBLISH = 0.05
 LONG = (2.0, 6.0)
 
 
@@ -143,9 +148,16 @@ _LATEST = ("a superseded call (answered `None`) never runs, a call that ran answ
            "loses nothing: its message makes it the newest); no call runs once a newer one of its key was "
            "published; runs of a key never overlap; nothing left PENDING, queued or locked")
 
+_ORPHAN = ("a publisher killed after the first call of a quiet `queued_or_running` key took the key's lock at "
+           "publish and before its message went out leaves that lock held for `lock_queue_ttl` (3600 s): the "
+           "key's later calls are published, and the newest waits in a worker for a run that never comes, so the "
+           "key runs nothing until then (counted as lost here, since the run ends first); `lock_scope=\"queued\"` "
+           "keeps its enqueue lock apart from the run lock")
+
 FAULTS += [
     Fault("replace-kill-publisher", "`on_locked=\"replace\"`: SIGKILL a publisher every 1-4 s", "kill_publisher",
-          _LATEST, body=(0.1, 0.5), latest=("faults.replace",)),
+          _LATEST, body=(0.2, 1.6), latest=("faults.replace", "faults.replace_queued"),
+          note=_ORPHAN),
     Fault("debounce-kill-publisher", "`lock_debounce` (and `lock_debounce_max`): SIGKILL a publisher every 1-4 s",
           "kill_publisher", _LATEST + "; a burst longer than `lock_debounce_max` runs its newest call at the cap",
           latest=("faults.debounce", "faults.debounce_max")),

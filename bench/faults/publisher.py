@@ -1,7 +1,7 @@
 """Publishers of the latest-wins rows, each a process of its own that a nemesis may SIGKILL.
 
 ``python -m bench.faults.publisher SLOT SEED DEADLINE TASK[,TASK...] [HOLD]`` publishes bursts of
-calls to its own keys (``KEYS`` items per task, by slot: a publisher started again in a slot takes
+calls to its own keys (``KEYS`` items shared out among its tasks, by slot: a publisher started again in a slot takes
 its keys over) until the wall clock passes ``DEADLINE``. Every call is recorded three times in
 the history: ``intents`` before ``apply_async``; ``sent`` once the broker took its message (Celery's
 ``after_task_publish``, before the library records the call as its key's newest); ``published``
@@ -29,8 +29,8 @@ __all__ = ["Publishers", "KEYS", "burst_gaps"]
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-#: Keys (distinct ``item`` values) per task and publisher slot.
-KEYS = 3
+#: Keys (distinct ``item`` values) per publisher slot, shared out among its tasks.
+KEYS = 4
 
 
 def burst_gaps(task: str, quiet: float, longest: float, rng: random.Random) -> List[float]:
@@ -43,7 +43,7 @@ def burst_gaps(task: str, quiet: float, longest: float, rng: random.Random) -> L
             gaps.append(rng.uniform(0.1, 0.5))
             total += gaps[-1]
         return gaps
-    spread = 0.12 if task.endswith("replace") else quiet * 0.4
+    spread = 0.12 if "replace" in task else quiet * 0.4
     return [0.0] + [rng.uniform(0.0, spread) for _ in range(rng.randint(1, 5))]
 
 
@@ -70,7 +70,8 @@ def _run(slot: int, seed: int, deadline: float, tasks: List[str], hold: float) -
             time.sleep(hold)
 
     rng = random.Random(seed * 1000 + slot * 7919 + pid)
-    keys: List[Tuple[str, int]] = [(t, slot * KEYS + i) for t in tasks for i in range(KEYS)]
+    per_task = max(1, KEYS // len(tasks))
+    keys: List[Tuple[str, int]] = [(t, slot * per_task + i) for t in tasks for i in range(per_task)]
     ready = {key: 0.0 for key in keys}
     seq = 0
     while time.time() < deadline:

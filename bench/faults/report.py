@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .plan import FAULTS, Fault
+from .plan import FAULTS, SLOW_PUBLISH, Fault
 
 __all__ = ["write_report"]
 
@@ -44,14 +44,16 @@ for the quorum), apart from the broker and the history.
 
 _LATEST_HOW = """\
 The latest-wins rows run other tasks (bench/faults/latest.py): `on_locked="replace"` with
-`lock_scope="queued_or_running"`, or `lock_debounce=1` (and `lock_debounce_max=2.5`), `lock_ttl=3`,
-bodies that record themselves as above and return their own arguments. Three publisher processes
-(two in `--smoke`) publish bursts of calls, each to keys of its own (3 per task), while the nemesis
+`lock_scope="queued_or_running"` and with `"queued"`, or `lock_debounce=1` and `lock_debounce=1,
+lock_debounce_max=2.5` (bursts longer than the cap), `lock_ttl=3`, bodies that record themselves as
+above and return their own arguments. Three publisher processes (two in `--smoke`) publish bursts of
+calls, each to keys of its own (2 per task), while the nemesis
 SIGKILLs one every 1-4 s and starts another in its place. Each call is recorded before
 `apply_async`, once the broker took its message (`after_task_publish`), and after. The publishers
-are slow on purpose, 30 ms in `before_task_publish` (after the call's generation was reserved) and
-30 ms in `after_task_publish` (before the call is recorded as its key's newest), so that random
-kills land in those moments often enough to count. A call is known to reach the broker when it was
+are slow on purpose, {hold} ms in `before_task_publish` (after the call's generation was reserved and,
+for the first call of a quiet `queued_or_running` key, its enqueue lock taken) and {hold} ms in
+`after_task_publish` (before the call is recorded as its key's newest), so that random kills land in
+those moments often enough to count. A call is known to reach the broker when it was
 recorded so, or when a body, a result or a `lock_conflict` signal saw it; after the drain every
 message that reached the broker has been seen so. Every result stored is heard (Celery's Redis
 backend publishes each), overwritten ones included.
@@ -80,7 +82,8 @@ def _row(fault: Fault, r: dict) -> str:
     figures = [r["executions"], r["overlaps"], told, r["stale_accepted"], r["wrongly_refused"],
                f"{r['token_reuse']} / {r['token_regression']}", r["fates"]["lost"],
                f"{r['locks_left']} / {r['no_ttl']}", sum(r["tracebacks"].values())]
-    troubled = r["fates"]["lost"] or r["fates"]["failed"] or (r["lost_signals"] and not r["overlaps"])
+    troubled = r["fates"]["lost"] or r["fates"]["failed"] or (r["lost_signals"] and not r["overlaps"]) \
+        or r.get("calls_lost") or r.get("unanswered")
     promise = fault.promise + (f". **Note**: {fault.note}" if fault.note and troubled else "")
     return "| " + " | ".join(_cell(x) for x in [fault.title, *figures, promise, f"`{fault.command}`"]) + " |"
 
@@ -128,7 +131,7 @@ def _latest_table(faults: List[Fault], results: Dict[str, dict], kept: "Kept") -
     rows = [row for row in rows if row]
     if not rows:
         return []
-    return ["## Latest call wins, publishers killed", "", _LATEST_HOW,
+    return ["## Latest call wins, publishers killed", "", _LATEST_HOW.format(hold=round(SLOW_PUBLISH * 1000)),
             "| fault | calls | reached broker | killed in `apply_async` (before publishing / after / unknown, seen "
             "downstream) | bodies | answered `None` | superseded ran | wrong answers | lost | unanswered "
             "| stale runs (newer never recorded) | overlaps | publisher kills |",
