@@ -148,16 +148,14 @@ _LATEST = ("a superseded call (answered `None`) never runs, a call that ran answ
            "loses nothing: its message makes it the newest); no call runs once a newer one of its key was "
            "published; runs of a key never overlap; nothing left PENDING, queued or locked")
 
-_ORPHAN = ("a publisher killed after the first call of a quiet `queued_or_running` key took the key's lock at "
-           "publish and before its message went out leaves that lock held for `lock_queue_ttl` (3600 s): the "
-           "key's later calls are published, and the newest waits in a worker for a run that never comes, so the "
-           "key runs nothing until then (counted as lost here, since the run ends first); `lock_scope=\"queued\"` "
-           "keeps its enqueue lock apart from the run lock")
+_ORPHAN = ("not promised: a publisher killed after the first call of a quiet `queued_or_running` key took the "
+           "key's lock at publish and before its message went out leaves that lock held for `lock_queue_ttl` "
+           "(3600 s); the key's later calls are published and the newest waits in a worker behind it, so the key "
+           "runs nothing until then (counted as lost when a run shows it: the run ends first)")
 
 FAULTS += [
     Fault("replace-kill-publisher", "`on_locked=\"replace\"`: SIGKILL a publisher every 1-4 s", "kill_publisher",
-          _LATEST, body=(0.2, 1.6), latest=("faults.replace", "faults.replace_queued"),
-          note=_ORPHAN),
+          _LATEST + "; " + _ORPHAN, body=(0.2, 1.6), latest=("faults.replace", "faults.replace_queued")),
     Fault("debounce-kill-publisher", "`lock_debounce` (and `lock_debounce_max`): SIGKILL a publisher every 1-4 s",
           "kill_publisher", _LATEST + "; a burst longer than `lock_debounce_max` runs its newest call at the cap",
           latest=("faults.debounce", "faults.debounce_max")),
