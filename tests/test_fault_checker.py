@@ -130,7 +130,7 @@ def test_the_newest_call_known_to_reach_the_broker_must_run_even_if_its_publishe
 def test_calls_are_lost_when_neither_they_nor_a_newer_call_of_their_key_ran() -> None:
     # a ran, then b and c were answered as superseded and nothing ran after them
     found = _latest(runs="a", none="bc", starts=0.5)
-    assert found["calls_lost"] == 2
+    assert found["calls_lost"] == 2 and found["lost_keys"] == ["k"]
     assert [e["task_id"] for e in found["latest_examples"] if e["kind"] == "lost"] == ["b", "c"]
 
 

@@ -88,6 +88,7 @@ def check_latest(history: History, runs: List[Execution], answers: Mapping[str, 
     for intent in sorted(intents.values(), key=lambda i: i["t"]):
         by_key[intent["key"]].append(intent)
     calls_lost = unanswered = stale = stale_unrecorded = 0
+    lost_keys: List[str] = []
     starts = defaultdict(list)
     for run in runs:
         starts[run.task_id].append(run.start)
@@ -96,6 +97,7 @@ def check_latest(history: History, runs: List[Execution], answers: Mapping[str, 
         for i, call in enumerate(known):
             if not any(c["task_id"] in completed for c in known[i:]):
                 calls_lost += 1
+                lost_keys += [key] if key not in lost_keys else []
                 example("lost", key=key, task_id=call["task_id"], state=states.get(call["task_id"]))
         for call in known:
             if call["task_id"] not in states:
@@ -120,4 +122,4 @@ def check_latest(history: History, runs: List[Execution], answers: Mapping[str, 
             "bodies": len(started & set(intents)), "answered_none": len(answered_none),
             "superseded_ran": superseded_ran, "wrong_answers": wrong, "calls_lost": calls_lost,
             "unanswered": unanswered, "stale_runs": stale, "stale_unrecorded": stale_unrecorded,
-            "keys": len(by_key), "latest_examples": examples}
+            "keys": len(by_key), "lost_keys": lost_keys, "latest_examples": examples}

@@ -110,6 +110,8 @@ def _details(results: Dict[str, dict], kept: List[Optional[str]]) -> List[str]:
             notes.append("lost messages: " + ", ".join(f"`{i}`" for i in r["lost_ids"]))
         if r["write_examples"]:
             notes.append(f"first suspect write: `{r['write_examples'][0]}`")
+        if r.get("lost_keys"):
+            notes.append("keys with calls lost: " + ", ".join(f"`{k}`" for k in r["lost_keys"]))
         if r.get("left_keys"):
             notes.append("locks left: " + ", ".join(f"`{k}`" for k in r["left_keys"]))
         if r.get("latest_examples"):
