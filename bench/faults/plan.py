@@ -148,10 +148,11 @@ _LATEST = ("a superseded call (answered `None`) never runs, a call that ran answ
            "loses nothing: its message makes it the newest); no call runs once a newer one of its key was "
            "published; runs of a key never overlap; nothing left PENDING, queued or locked")
 
-_ORPHAN = ("not promised: a publisher killed after the first call of a quiet `queued_or_running` key took the "
-           "key's lock at publish and before its message went out leaves that lock held for `lock_queue_ttl` "
-           "(3600 s); the key's later calls are published and the newest waits in a worker behind it, so the key "
-           "runs nothing until then (counted as lost when a run shows it: the run ends first)")
+_ORPHAN = ("not promised: a publisher killed after the first call of a quiet key took its enqueue lock at "
+           "publish and before its message went out leaves that lock for `lock_queue_ttl` (3600 s): under "
+           "`queued` only the lock is left (counted in locks left), under `queued_or_running` it is the run lock, "
+           "the key's later calls are published and the newest waits in a worker behind it, so the key runs "
+           "nothing until then (counted as lost when a run shows it: the run ends first)")
 
 FAULTS += [
     Fault("replace-kill-publisher", "`on_locked=\"replace\"`: SIGKILL a publisher every 1-4 s", "kill_publisher",
