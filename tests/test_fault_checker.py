@@ -80,3 +80,71 @@ def test_a_message_is_lost_only_when_nothing_accounts_for_it() -> None:
     assert found["fates"] == {"ran": 1, "skipped": 2, "failed": 0, "queued": 0, "lost": 1}
     assert found["lost_ids"] == ["t d"]
     assert found["lost_details"] == [{"task_id": "d", "state": None, "actions": {}, "starts": 0, "published": 0.0}]
+
+
+# The latest-wins rules (bench/faults/latest_checker.py): calls of one key "k", a after b after c.
+
+def _latest(sent: str = "abc", recorded: str = "abc", runs: str = "c", none: str = "ab", starts: float = 5.0,
+            sent_at: float = 1.0) -> dict:
+    from bench.faults.history import History
+    from bench.faults.latest_checker import check_latest
+
+    intents = [{"task_id": t, "key": "k", "args": [0, n, t], "t": float(n)} for n, t in enumerate("abc")]
+    history = History(intents=intents,
+                      sent=[{"task_id": t, "t": sent_at + n / 10} for n, t in enumerate("abc") if t in sent],
+                      published=[{"task_id": t, "published": True, "t": sent_at + n / 10 + 0.01}
+                                 for n, t in enumerate("abc") if t in recorded])
+    ran = [Execution(t, "k", t, None, starts, starts + 0.1) for t in runs]
+    args = {i["task_id"]: i["args"] for i in intents}
+    answers = {t: [{"status": "SUCCESS", "result": None}] for t in none}
+    for t in runs:
+        answers.setdefault(t, []).append({"status": "SUCCESS", "result": args[t]})
+    states = {t: "SUCCESS" for t in set(answers)}
+    results = {t: (args[t] if t in runs else None) for t in states}
+    return check_latest(history, ran, answers, states, results)
+
+
+def test_the_newest_call_run_once_and_the_others_answered_none_break_no_latest_wins_rule() -> None:
+    found = _latest()
+    assert (found["superseded_ran"], found["wrong_answers"], found["calls_lost"], found["unanswered"],
+            found["stale_runs"]) == (0, 0, 0, 0, 0)
+    assert (found["calls"], found["reached_broker"], found["bodies"], found["answered_none"]) == (3, 3, 1, 2)
+
+
+def test_a_call_answered_none_whose_body_then_ran_is_a_superseded_call_run_with_a_wrong_answer() -> None:
+    found = _latest(runs="bc", none="ab", starts=0.5)
+    assert (found["superseded_ran"], found["wrong_answers"]) == (1, 1)
+
+
+def test_the_newest_call_known_to_reach_the_broker_must_run_even_if_its_publisher_was_killed_before_recording_it() -> None:
+    # c was sent, its publisher killed before recording it: it reached the broker, and only b ran
+    found = _latest(recorded="ab", runs="b", none="a", starts=0.5)
+    assert (found["calls_lost"], found["unanswered"], found["killed_mid_call"], found["killed_after_send"]) \
+        == (1, 1, 1, 1)
+    # c never reached the broker (killed before its message went out, no trace anywhere): b is the newest
+    found = _latest(sent="ab", recorded="ab", runs="b", none="a", starts=0.5)
+    assert (found["calls_lost"], found["unanswered"], found["reached_broker"]) == (0, 0, 2)
+    assert found["killed_before_send"] == 1
+
+
+def test_calls_are_lost_when_neither_they_nor_a_newer_call_of_their_key_ran() -> None:
+    # a ran, then b and c were answered as superseded and nothing ran after them
+    found = _latest(runs="a", none="bc", starts=0.5)
+    assert found["calls_lost"] == 2 and found["lost_keys"] == ["k"]
+    assert [e["task_id"] for e in found["latest_examples"] if e["kind"] == "lost"] == ["b", "c"]
+
+
+def test_a_call_killed_before_its_sent_record_is_known_published_by_its_traces() -> None:
+    found = _latest(sent="ab", recorded="ab", runs="c", none="ab")
+    assert (found["reached_broker"], found["killed_unsent_arrived"], found["calls_lost"]) == (3, 1, 0)
+
+
+def test_a_run_started_after_a_newer_call_reached_the_broker_is_stale_unless_within_the_records_slack() -> None:
+    # b ran at 5.0 although c was sent at 1.2 and never recorded (its publisher was killed); c ran too
+    stale = _latest(recorded="ab", runs="bc", none="a")
+    assert (stale["stale_runs"], stale["stale_unrecorded"], stale["superseded_ran"]) == (1, 1, 0)
+    assert stale["latest_examples"][0]["kind"] == "stale run"
+    # the same with c recorded as the newest before b started
+    assert _latest(runs="bc", none="a")["stale_runs"] == 1
+    # c reached the broker a moment (under CLOCK_SLACK) before b's body started
+    assert _latest(runs="bc", none="a", starts=1.3)["stale_runs"] == 0

@@ -173,7 +173,8 @@ def account(history: History, runs: List[Execution], states: Mapping[str, str], 
     """The fate of every published message (task id).
 
     ``ran``: a body of that id ran to its end. ``skipped``: a duplicate the lock skipped
-    (SUCCESS without a body, at run time or, for a call that kept its own id, at enqueue). ``failed``: FAILURE in the result backend. ``queued``: still in
+    (SUCCESS without a body, at run time or, for a call that kept its own id, at enqueue), or a call
+    a newer one superseded (``replace`` at run time). ``failed``: FAILURE in the result backend. ``queued``: still in
     the broker after the drain. ``lost``: none of those (a body killed and never run again,
     a message only ever ignored as a redelivery, or never delivered).
     """
@@ -190,7 +191,8 @@ def account(history: History, runs: List[Execution], states: Mapping[str, str], 
         tid = message["task_id"]
         if tid in completed:
             fate = "ran"
-        elif states.get(tid) == "SUCCESS" and (actions[tid]["skip@run"] or actions[tid]["skip@enqueue"]):
+        elif states.get(tid) == "SUCCESS" and (actions[tid]["skip@run"] or actions[tid]["skip@enqueue"]
+                                               or actions[tid]["replace@run"]):
             # skip@enqueue with a result: a call whose id the caller chose met a holder that names
             # no task (a lock its live holder took back after the store restarted empty)
             fate = "skipped"

@@ -2,7 +2,8 @@
 
 Lists (in the history database): ``published`` (the publisher's calls), ``starts``,
 ``writes`` and ``ends`` (the bodies), ``conflicts`` and ``lost`` (the library's
-signals), all with wall-clock times taken on this one machine.
+signals); in the latest-wins rows also ``intents`` and ``sent`` (:mod:`.publisher`), all with
+wall-clock times taken on this one machine.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import redis
 
 __all__ = ["Recorder", "History", "load"]
 
-LISTS = ("published", "starts", "writes", "ends", "conflicts", "lost")
+LISTS = ("published", "starts", "writes", "ends", "conflicts", "lost", "intents", "sent")
 
 
 class Recorder:
@@ -44,6 +45,8 @@ class History:
     ends: List[dict] = field(default_factory=list)
     conflicts: List[dict] = field(default_factory=list)
     lost: List[dict] = field(default_factory=list)
+    intents: List[dict] = field(default_factory=list)  # the latest-wins publishers' calls, before apply_async
+    sent: List[dict] = field(default_factory=list)  # ... once the broker took their messages
 
 
 def load(url: str) -> History:

@@ -60,9 +60,12 @@ def broker_leftovers(app: object, broker_url: str, queue: str) -> Tuple[int, Set
     return _redis_queue(broker_url, queue)
 
 
-def lock_leftovers(urls: Iterable[str], prefix: str = "faults") -> Dict[str, int]:
-    """Locks left under the prefix, and keys without a TTL (fencing counters apart: they are meant to stay)."""
-    left = {"locks_left": 0, "no_ttl": 0, "counters": 0}
+def lock_leftovers(urls: Iterable[str], prefix: str = "faults") -> Dict[str, object]:
+    """Locks left under the prefix (and the first few of their names), and keys without a TTL (fencing
+    counters and the latest-wins rows' generation hashes apart: they are meant to stay, the hashes
+    until their TTL)."""
+    left: Dict[str, object] = {"locks_left": 0, "no_ttl": 0, "counters": 0, "generations": 0}
+    names: List[str] = []
     for url in urls:
         client = redis.Redis.from_url(url, socket_timeout=5)
         try:
@@ -71,12 +74,16 @@ def lock_leftovers(urls: Iterable[str], prefix: str = "faults") -> Dict[str, int
                 if name.endswith(":fence"):
                     left["counters"] += 1
                     continue
-                if not name.endswith(":done"):
+                if name.endswith(":gen"):
+                    left["generations"] += 1
+                elif not name.endswith(":done"):
                     left["locks_left"] += 1
+                    names.append(f"{name} ({client.ttl(key)} s left)")
                 if client.ttl(key) == -1:
                     left["no_ttl"] += 1
         finally:
             client.close()
+    left["left_keys"] = names[:5]
     return left
 
 

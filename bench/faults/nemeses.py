@@ -113,6 +113,20 @@ def quorum_kill(topology: Topology, stop: threading.Event, rng: random.Random, l
     return done
 
 
+def kill_publisher(topology: Topology, stop: threading.Event, rng: random.Random, log: Log) -> int:
+    """SIGKILL a publisher process every 1-4 s and start another in its place (the latest-wins rows)."""
+    done = 0
+    publishers = topology.publishers
+    while not stop.wait(rng.uniform(1, 4)):
+        alive = publishers.alive()
+        if alive:
+            slot = rng.choice(alive)
+            if publishers.kill(slot):
+                done += 1
+                publishers.start(slot)
+    return done
+
+
 NEMESES: Dict[str, Nemesis] = {f.__name__: f for f in (none, kill_child, kill_worker, pause_worker, pause_store,
                                                          kill_clients, restart_store, restart_store_long,
-                                                         quorum_kill)}
+                                                         quorum_kill, kill_publisher)}

@@ -7,6 +7,7 @@ A process per run: the workload app reads its configuration once, at import.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
@@ -19,10 +20,13 @@ from typing import Any, Callable, Dict, List
 import redis
 
 from . import checker
+from .answers import Answers, final_results
 from .history import load
+from .latest_checker import check_latest
 from .leftovers import broker_leftovers, lock_leftovers, log_lines, result_states, tracebacks
 from .nemeses import NEMESES
-from .plan import FAULTS, SIZES, Fault, Size
+from .plan import FAULTS, SIZES, SLOW_PUBLISH, Fault, Size
+from .publisher import Publishers
 from .topology import Topology
 
 __all__ = ["run_one"]
@@ -67,6 +71,8 @@ def drain(topology: Topology, broker_url: str, timeout: float, log: Log, quiet: 
         history = load(topology.url(2))
         done = set(_completed(history))
         ids = [p["task_id"] for p in history.published if p["published"] and p["task_id"] not in done]
+        # Calls whose publisher was killed after their message was sent (the latest-wins rows).
+        ids += sorted({s["task_id"] for s in history.sent} - done - set(ids))
         states = result_states(topology.url(1), ids)
         open_ids = [i for i in ids if states.get(i) not in ("SUCCESS", "FAILURE")]
         if not open_ids:
@@ -103,24 +109,46 @@ def _exclusion(fault: Fault, history: Any, runs: List[checker.Execution]) -> dic
     return checker.check_places(runs, history.lost, fault.limit, fault.window, taken if fault.window else {})
 
 
+def _publish_latest(fault: Fault, size: Size, topology: Topology, seed: int, nemesis: Callable[[], None]) -> None:
+    """Publisher processes for ``size.window`` seconds, while the nemesis (which may kill them) acts."""
+    publishers = Publishers(topology.environment(), list(fault.latest), time.time() + size.window, seed,
+                            SLOW_PUBLISH)
+    topology.publishers = publishers
+    for slot in range(size.publishers):
+        publishers.start(slot)
+    nemesis()
+    publishers.wait(30.0)
+    topology.logs += publishers.logs
+
+
 def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
     began = time.monotonic()
     topology = Topology(fault, size).start_servers()
+    answers = None
     try:
         os.environ.update(topology.environment())
-        from . import app as app_module  # configured from the environment just set
-
+        app_module = importlib.import_module(fault.app_module)  # configured from the environment just set
+        answers = Answers(topology.url(1)) if fault.latest else None
         topology.start_workers()
         log(f"{fault.name}: {len(topology.workers)} workers up, publishing for {size.window:.0f}s")
         stop, rng = threading.Event(), random.Random(seed)
         outcome: Dict[str, int] = {}
         nemesis = threading.Thread(target=lambda: outcome.update(
             actions=NEMESES[fault.nemesis](topology, stop, random.Random(seed + 1), log)), daemon=True)
-        nemesis.start()
         count = max(10, int(size.messages * fault.load))
-        publish(app_module, count, size.window, size.items, rng)
-        stop.set()
-        nemesis.join()
+        if fault.latest:
+            def act() -> None:
+                nemesis.start()
+                time.sleep(size.window)
+                stop.set()
+                nemesis.join()
+            _publish_latest(fault, size, topology, seed, act)
+            count = len(load(topology.url(2)).intents)
+        else:
+            nemesis.start()
+            publish(app_module, count, size.window, size.items, rng)
+            stop.set()
+            nemesis.join()
         log(f"{fault.name}: published {count}, nemesis acted {outcome.get('actions', 0)} times; draining")
         config = topology.config()
         # Long bodies and lock retries take longer to settle: the drain waits as long as they may.
@@ -142,9 +170,19 @@ def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
             **checker.account(history, runs, states, queued, queue_left), **locks,
             "tracebacks": tracebacks(topology.logs), "lost_signals": len(history.lost),
         }
+        if answers is not None:
+            intents = [i["task_id"] for i in history.intents]
+            finals = result_states(topology.url(1), intents)
+            result.update(check_latest(history, runs, answers.close(), finals,
+                                       final_results(topology.url(1), intents)))
         for detail in result["lost_details"]:
             detail["log"] = log_lines(topology.logs, detail["task_id"])
     finally:
+        if answers is not None:
+            answers.close()
+        if topology.publishers is not None:
+            for slot in topology.publishers.alive():
+                topology.publishers.kill(slot)
         topology.stop()
     result["elapsed"] = round(time.monotonic() - began, 1)
     return result

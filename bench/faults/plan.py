@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-__all__ = ["Fault", "Size", "FAULTS", "SIZES", "AMQP_URL"]
+__all__ = ["Fault", "Size", "FAULTS", "SIZES", "AMQP_URL", "SLOW_PUBLISH"]
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 
 SHORT = (0.05, 0.3)  # body seconds
+
+#: Seconds the latest-wins publishers spend after a call's generation is reserved (and, for the first
+#: call of a quiet `queued_or_running` key, its enqueue lock taken) and before its message is sent, and
+#: again after it is sent and before the call is recorded as its key's newest: kills land there often.
+SLOW_PUBLISH = 0.05
 LONG = (2.0, 6.0)
 
 
@@ -30,7 +35,12 @@ class Fault:
     limit: int = 1  # the workload's `lock_limit`
     window: float = 0.0  # the workload's `lock_window`, seconds
     shared: bool = False  # plain tasks holding a `SharedLock` of `limit` places in their bodies
+    latest: Tuple[str, ...] = ()  # latest-wins tasks (bench/faults/latest.py) published by publisher processes
     note: str = ""
+
+    @property
+    def app_module(self) -> str:
+        return "bench.faults.latest" if self.latest else "bench.faults.app"
 
     @property
     def command(self) -> str:
@@ -44,12 +54,13 @@ class Size:
     workers: int
     concurrency: int
     items: int = 20  # distinct arguments per task
+    publishers: int = 3  # publisher processes in the latest-wins rows
 
 
 SIZES = {
     "full": Size(messages=1600, window=75.0, workers=2, concurrency=4),
     "quick": Size(messages=400, window=25.0, workers=2, concurrency=4),
-    "smoke": Size(messages=120, window=12.0, workers=1, concurrency=4),
+    "smoke": Size(messages=120, window=12.0, workers=1, concurrency=4, publishers=2),
 }
 
 _PAUSE = ("process paused longer than `lock_ttl`: expires; on resume the old holder learns it lost the lock "
@@ -130,4 +141,23 @@ FAULTS += [
           _SHARED + "; a paused holder's place expires and it learns so on resume", limit=2, shared=True),
     Fault("shared-restart-store", "`SharedLock`: lock store restarted empty every 8-14 s", "restart_store",
           _SHARED + "; live holders take their places back, fences keep increasing", limit=2, shared=True),
+]
+
+_LATEST = ("a superseded call (answered `None`) never runs, a call that ran answers its own arguments; each key's "
+           "newest call known to reach the broker runs (a kill between publish and recording it as the newest "
+           "loses nothing: its message makes it the newest); no call runs once a newer one of its key was "
+           "published; runs of a key never overlap; nothing left PENDING, queued or locked")
+
+_ORPHAN = ("not promised: a publisher killed after the first call of a quiet key took its enqueue lock at "
+           "publish and before its message went out leaves that lock for `lock_queue_ttl` (3600 s): under "
+           "`queued` only the lock is left (counted in locks left), under `queued_or_running` it is the run lock, "
+           "the key's later calls are published and the newest waits in a worker behind it, so the key runs "
+           "nothing until then (counted as lost when a run shows it: the run ends first)")
+
+FAULTS += [
+    Fault("replace-kill-publisher", "`on_locked=\"replace\"`: SIGKILL a publisher every 1-4 s", "kill_publisher",
+          _LATEST + "; " + _ORPHAN, body=(0.2, 1.6), latest=("faults.replace", "faults.replace_queued")),
+    Fault("debounce-kill-publisher", "`lock_debounce` (and `lock_debounce_max`): SIGKILL a publisher every 1-4 s",
+          "kill_publisher", _LATEST + "; a burst longer than `lock_debounce_max` runs its newest call at the cap",
+          latest=("faults.debounce", "faults.debounce_max")),
 ]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .plan import FAULTS, Fault
+from .plan import FAULTS, SLOW_PUBLISH, Fault
 
 __all__ = ["write_report"]
 
@@ -41,6 +42,36 @@ for the quorum), apart from the broker and the history.
 - **tracebacks**: in the worker logs, killed workers' included.
 """
 
+_LATEST_HOW = """\
+The latest-wins rows run other tasks (bench/faults/latest.py): `on_locked="replace"` with
+`lock_scope="queued_or_running"` and with `"queued"`, or `lock_debounce=1` and `lock_debounce=1,
+lock_debounce_max=2.5` (bursts longer than the cap), `lock_ttl=3`, bodies that record themselves as
+above and return their own arguments. Three publisher processes (two in `--smoke`) publish bursts of
+calls, each to keys of its own (2 per task), while the nemesis
+SIGKILLs one every 1-4 s and starts another in its place. Each call is recorded before
+`apply_async`, once the broker took its message (`after_task_publish`), and after. The publishers
+are slow on purpose, {hold} ms in `before_task_publish` (after the call's generation was reserved and,
+for the first call of a quiet `queued_or_running` key, its enqueue lock taken) and {hold} ms in
+`after_task_publish` (before the call is recorded as its key's newest), so that random kills land in
+those moments often enough to count. A call is known to reach the broker when it was
+recorded so, or when a body, a result or a `lock_conflict` signal saw it; after the drain every
+message that reached the broker has been seen so. Every result stored is heard (Celery's Redis
+backend publishes each), overwritten ones included.
+
+- **calls / reached broker**: calls begun, and those known to reach the broker.
+- **killed in `apply_async`**: calls whose publisher was killed inside `apply_async`: (**before
+  publishing**, its generation perhaps reserved / **after**, before it was recorded as the newest /
+  **unknown**, seen downstream only).
+- **bodies**: bodies of these calls that started; **answered `None`**: calls answered as superseded.
+- **superseded ran**: a call answered `None` whose body started. **wrong answers**: a call whose body
+  started answered anything but its own arguments, or not so at the end.
+- **lost**: calls known to reach the broker that did not run to their end while no newer call of
+  their key did (a burst whose newest call is lost, the last one included). **unanswered**: calls known to reach the broker with no result at the end (`PENDING` for ever).
+- **stale runs**: bodies that started more than 0.25 s after a newer call of their key reached the
+  broker (two calls of one burst both ran, or the older ran after the newer was due); (**whose newer
+  call was never recorded as published**: its publisher was killed first).
+"""
+
 
 def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
@@ -51,7 +82,8 @@ def _row(fault: Fault, r: dict) -> str:
     figures = [r["executions"], r["overlaps"], told, r["stale_accepted"], r["wrongly_refused"],
                f"{r['token_reuse']} / {r['token_regression']}", r["fates"]["lost"],
                f"{r['locks_left']} / {r['no_ttl']}", sum(r["tracebacks"].values())]
-    troubled = r["fates"]["lost"] or r["fates"]["failed"] or (r["lost_signals"] and not r["overlaps"])
+    troubled = r["fates"]["lost"] or r["fates"]["failed"] or (r["lost_signals"] and not r["overlaps"]) \
+        or r.get("calls_lost") or r.get("unanswered")
     promise = fault.promise + (f". **Note**: {fault.note}" if fault.note and troubled else "")
     return "| " + " | ".join(_cell(x) for x in [fault.title, *figures, promise, f"`{fault.command}`"]) + " |"
 
@@ -78,17 +110,47 @@ def _details(results: Dict[str, dict], kept: List[Optional[str]]) -> List[str]:
             notes.append("lost messages: " + ", ".join(f"`{i}`" for i in r["lost_ids"]))
         if r["write_examples"]:
             notes.append(f"first suspect write: `{r['write_examples'][0]}`")
+        if r.get("lost_keys"):
+            notes.append("keys with calls lost: " + ", ".join(f"`{k}`" for k in r["lost_keys"]))
+        if r.get("left_keys"):
+            notes.append("locks left: " + ", ".join(f"`{k}`" for k in r["left_keys"]))
+        if r.get("latest_examples"):
+            notes.append(f"first latest-wins finding: `{r['latest_examples'][0]}`")
         if notes:
             lines.append(f"- **{name}**: " + " — ".join(notes))
     return lines or ["- nothing: no traceback, overlap, lost message or suspect write in any run."]
 
 
-Kept = Dict[str, Tuple[str, str, Optional[str]]]
+def _latest(fault: Fault, r: dict) -> str:
+    cells = [f"`{fault.name}`", r["calls"], r["reached_broker"],
+             f"{r['killed_mid_call']} ({r['killed_before_send']} / {r['killed_after_send']} / "
+             f"{r['killed_unsent_arrived']})", r["bodies"],
+             r["answered_none"], r["superseded_ran"], r["wrong_answers"], r["calls_lost"], r["unanswered"],
+             f"{r['stale_runs']} ({r['stale_unrecorded']})", r["overlaps"], r["nemesis_actions"]]
+    return "| " + " | ".join(_cell(x) for x in cells) + " |"
+
+
+def _latest_table(faults: List[Fault], results: Dict[str, dict], kept: "Kept") -> List[str]:
+    rows = [_latest(f, results[f.name]) if f.name in results else kept[f.name][3] for f in faults if f.latest]
+    rows = [row for row in rows if row]
+    if not rows:
+        return []
+    return ["## Latest call wins, publishers killed", "", _LATEST_HOW.format(hold=round(SLOW_PUBLISH * 1000)),
+            "| fault | calls | reached broker | killed in `apply_async` (before publishing / after / unknown, seen "
+            "downstream) | bodies | answered `None` | superseded ran | wrong answers | lost | unanswered "
+            "| stale runs (newer never recorded) | overlaps | publisher kills |",
+            "|---|" + "---:|" * 12, *rows, ""]
+
+
+#: Each kept fault's results row, fates row, details line and latest-wins row.
+Kept = Dict[str, Tuple[str, str, Optional[str], Optional[str]]]
+
+_KEPT_LINE = re.compile(r"^The rows of (.*) are kept from (?:the|an) earlier run: (.*)$")
 
 
 def kept_rows(previous: str) -> Tuple[str, Kept]:
     """From an earlier faults.md: its "Generated by" line, and each fault's results row, fates
-    row and details line, by fault name."""
+    row, details line and latest-wins row, by fault name."""
     lines = previous.splitlines()
     generated = next((line for line in lines if line.startswith("Generated by")), "")
     kept: Kept = {}
@@ -97,14 +159,35 @@ def kept_rows(previous: str) -> Tuple[str, Kept]:
         fates = next((line for line in lines if line.startswith(f"| {fault.name} |")), None)
         if row and fates:
             detail = next((line for line in lines if line.startswith(f"- **{fault.name}**:")), None)
-            kept[fault.name] = (row, fates, detail)
+            latest = next((line for line in lines if line.startswith(f"| `{fault.name}` |")), None)
+            kept[fault.name] = (row, fates, detail, latest)
     return generated, kept
+
+
+def _provenance(previous: str, kept: Kept) -> List[str]:
+    """Where each kept row comes from: the earlier page's own run, or the run that page kept it from."""
+    lines = previous.splitlines()
+    generated = next((line for line in lines if line.startswith("Generated by")), "")
+    source = {name: generated.replace("Generated by", "generated by", 1).replace(
+        " Do not edit: run the command again.", "") for name in kept}
+    for line in lines:
+        match = _KEPT_LINE.match(line)
+        if match:
+            for name in re.findall(r"`([^`]+)`", match.group(1)):
+                if name in source:
+                    source[name] = match.group(2)
+    by_source: Dict[str, List[str]] = {}
+    for fault in FAULTS:
+        if fault.name in source:
+            by_source.setdefault(source[fault.name], []).append(fault.name)
+    return [f"The rows of {', '.join(f'`{n}`' for n in names)} are kept from an earlier run: {text}"
+            for text, names in by_source.items()]
 
 
 def write_report(results: Dict[str, dict], out_dir: str, meta: Mapping[str, Any], previous: str = "") -> str:
     """docs/faults.md from ``results``; with ``previous`` (an earlier faults.md), the rows of the
     faults not in ``results`` are kept as that run wrote them, and the page says so."""
-    generated, kept = kept_rows(previous) if previous else ("", {})
+    kept = kept_rows(previous)[1] if previous else {}
     kept = {name: rows for name, rows in kept.items() if name not in results}
     faults = [f for f in FAULTS if f.name in results or f.name in kept]
     executions = sum(r["executions"] for r in results.values())
@@ -113,9 +196,7 @@ def write_report(results: Dict[str, dict], out_dir: str, meta: Mapping[str, Any]
                   f"**{executions} guarded executions** in {len(results)} runs, **{meta['elapsed'] / 60:.1f} min** "
                   "wall time. Do not edit: run the command again."]
     if kept:
-        provenance.append(f"The rows of {', '.join(f'`{n}`' for n in kept)} are kept from the earlier run: "
-                          + generated.replace("Generated by", "generated by", 1).replace(
-                              " Do not edit: run the command again.", ""))
+        provenance += _provenance(previous, kept)
     lines = [
         "# Fault campaign", "",
         *provenance, "",
@@ -135,6 +216,7 @@ def write_report(results: Dict[str, dict], out_dir: str, meta: Mapping[str, Any]
         "| ignored redeliveries | failed | queued | lost | `lock_lost` signals | nemesis actions | seconds |",
         "|---|" + "---:|" * 14,
         *[_fates(f, results[f.name]) if f.name in results else kept[f.name][1] for f in faults], "",
+        *_latest_table(faults, results, kept),
         "## Details", "", *_details(results, [kept[f.name][2] for f in faults if f.name in kept]), "",
     ]
     os.makedirs(out_dir, exist_ok=True)

@@ -14,7 +14,7 @@ import signal
 import threading
 import time
 import uuid
-from typing import Dict, List
+from typing import Any, Dict, List
 
 from tests.support.servers import RedisServer  # the test suite's own server and worker helpers
 from tests.support.workers import Worker
@@ -35,6 +35,7 @@ class Topology:
         self.queue = f"faults-{fault.name}-{uuid.uuid4().hex[:8]}"
         self.mutex = threading.Lock()  # nemesis and runner never restart the same thing at once
         self._generation = 0
+        self.publishers: Any = None  # the latest-wins rows' publisher processes (publisher.Publishers)
 
     # -- servers ------------------------------------------------------------------------------
     def start_servers(self) -> "Topology":
@@ -72,7 +73,7 @@ class Topology:
     # -- workers ------------------------------------------------------------------------------
     def start_worker(self) -> Worker:
         self._generation += 1
-        worker = Worker("bench.faults.app", self.environment(), name=f"faults{self._generation}",
+        worker = Worker(self.fault.app_module, self.environment(), name=f"faults{self._generation}",
                         pool="prefork", concurrency=self.size.concurrency, extra_args=["-Q", self.queue])
         self.logs.append(worker.log_path)
         worker.start()

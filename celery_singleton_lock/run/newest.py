@@ -6,7 +6,9 @@ the worker decides. Before asking for the lock, a message looks (:func:`before_r
 a newer call superseded it (it ends as :class:`~.decisions.Superseded`, SUCCESS
 ``None``, one log line naming the newer call, ``lock_conflict`` with action
 ``"replace"``), or its run was claimed already by another delivery of the same
-message (a broker redelivery after the visibility timeout: it stores nothing).
+message (a broker redelivery after the visibility timeout: it stores nothing). A message
+reserved after the newest call on record, which only a published call can carry, is made the
+newest there and then (its publisher was killed before it could record it, or has not yet).
 Once the lock is its own, it claims the run (:func:`claim_run`), atomically, so a
 call superseded in between, or a second delivery, still does not run.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import logging
 from typing import Any, Optional
+
+from celery import states
 
 from ..calls import headers
 from .. import signals
@@ -56,9 +60,29 @@ def before_run(attempt: Attempt) -> Optional[Decision]:
         verdict = _generations(attempt).peek(attempt.keys.generation, gen, _hold_ms(attempt))
         if verdict.outcome == "lost":
             verdict = _claim(attempt, gen)  # no run is claimed: it becomes the newest of a new burst
+        elif verdict.outcome == "run":
+            _recorded(attempt, gen)
     except STORE_ERRORS:
         return None  # the lock's ask meets the outage; the claim decides once it is ours
     return _refusal(attempt, verdict)
+
+
+def _recorded(attempt: Attempt, gen: int) -> None:
+    """Make this call its key's newest now, if its publisher has not (or was killed before it could):
+    its message in hand proves it was published. Else the call before, still the newest on record
+    and perhaps holding the key's lock (a ``queued_or_running`` enqueue lock) that this one waits
+    for, would run first once its wait for this publish is up. The call it displaces is answered
+    as its publisher would have answered it; a no-op when the call is the newest on record already."""
+    options, task = attempt.options, attempt.task
+    ttl_ms = int((options.queue_ttl + (options.debounce or 0.0)) * 1000)
+    previous = _generations(attempt).supersede(attempt.keys.generation, gen, attempt.request.id or "", ttl_ms)
+    if not previous or previous == attempt.request.id:
+        return
+    try:
+        task.backend.store_result(previous, None, states.SUCCESS)  # its message ends so too
+    except Exception as exc:  # no result backend, or one that cannot answer for another call
+        logger.debug("singleton lock: %s: the superseded call %s is answered when its message reaches a "
+                     "worker (%s)", task.name, previous, exc)
 
 
 def claim_run(attempt: Attempt) -> Optional[Decision]:

@@ -167,3 +167,28 @@ def test_a_newest_call_digests_its_arguments_once(app, monkeypatch, options):
     with published() as sent:
         sync.delay(1, "a")
     assert len(sent) == 1 and len(digested) == 1
+
+
+def test_a_call_whose_publisher_was_killed_before_recording_it_is_the_newest_once_a_worker_takes_it(
+        app, monkeypatch):
+    from celery_singleton_lock.enqueue import supersede
+
+    sync = _debounced(app, lock_scope="queued_or_running", on_locked="replace")
+    with published() as sent:
+        before = sync.delay(1, "before")
+        # When the next call's publisher is killed once its message is out, before it records the call
+        monkeypatch.setattr(supersede.NewestCall, "published", lambda self: None)
+        killed = sync.delay(1, "killed")
+        monkeypatch.undo()
+    before_gen, killed_gen = (int(message[headers.GENERATION]) for message in sent)
+    assert before.state == "PENDING"
+    try:
+        # Then the worker that takes its message makes it the newest, as its publisher would have: the call
+        # before is answered at once, and ends superseded when its message looks (it does not run first)
+        assert newest.before_run(_attempt(sync, killed.id, killed_gen)) is None
+        assert before.get(timeout=1) is None
+        assert newest.before_run(_attempt(sync, before.id, before_gen)) == Superseded(killed.id)
+        assert newest.claim_run(_attempt(sync, killed.id, killed_gen)) is None
+    finally:
+        for _ in range(3):
+            sync.pop_request()
