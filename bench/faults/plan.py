@@ -148,11 +148,11 @@ _LATEST = ("a superseded call (answered `None`) never runs, a call that ran answ
            "loses nothing: its message makes it the newest); no call runs once a newer one of its key was "
            "published; runs of a key never overlap; nothing left PENDING, queued or locked")
 
-_ORPHAN = ("not promised: a publisher killed after the first call of a quiet key took its enqueue lock at "
-           "publish and before its message went out leaves that lock for `lock_queue_ttl` (3600 s): under "
-           "`queued` only the lock is left (counted in locks left), under `queued_or_running` it is the run lock, "
-           "the key's later calls are published and the newest waits in a worker behind it, so the key runs "
-           "nothing until then (counted as lost when a run shows it: the run ends first)")
+_ORPHAN = ("a publisher killed after the first call of a quiet key took its enqueue lock at publish and before its "
+           "message went out: under `queued_or_running` that lock is the run lock, and the newest call takes it over "
+           "(it is an older call's that never started), so the key runs its newest call at once; under `queued` it "
+           "is a key of its own, which blocks nothing (every call is published) and is left for `lock_queue_ttl` "
+           "(counted in locks left)")
 
 FAULTS += [
     Fault("replace-kill-publisher", "`on_locked=\"replace\"`: SIGKILL a publisher every 1-4 s", "kill_publisher",

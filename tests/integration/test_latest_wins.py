@@ -15,7 +15,7 @@ from typing import List
 
 import pytest
 
-from tests.integration.helpers import overlaps, records, restore_overdue, wait_started
+from tests.integration.helpers import lock_field, lock_keys, overlaps, records, restore_overdue, wait_started
 from tests.integration.topo import app_on
 from tests.support.servers import RedisServer
 from tests.support.waits import wait_for
@@ -187,6 +187,36 @@ def test_publishers_killed_mid_burst_lose_no_burst_and_run_none_twice(latest, st
              what="every killed publisher's burst to run")
     runs = _settled(events_redis, 2.5)
     assert [key for key, n in Counter(run["key"] for run in runs).items() if n > 1] == [], runs
+
+
+_DIES_AT_PUBLISH = """
+import os, sys
+from celery.signals import before_task_publish
+from tests.integration import proj_latest
+before_task_publish.connect(lambda **kwargs: os._exit(9), weak=False)
+proj_latest.replaced_qor.delay(sys.argv[1], 0)
+"""
+
+
+def test_the_newest_call_takes_over_an_enqueue_lock_whose_publisher_died_before_publishing(latest, start_worker,
+                                                                                           events_redis, lock_redis):
+    # Given a worker, and a queued_or_running replace task whose first call of a key took the key's
+    # enqueue lock at publish, and whose publisher was killed before the message went out
+    start_worker(app=APP, concurrency=2)
+    died = subprocess.run([sys.executable, "-c", _DIES_AT_PUBLISH, "orphan"], env=dict(os.environ), timeout=60)
+    assert died.returncode == 9
+    assert [lock_field(lock_redis, key, "state") for key in _locks(lock_redis)] == ["queued"]
+    # When a newer call of the key is made
+    newer = latest.replaced_qor.delay("orphan", 1, duration=0.1)
+    # Then it runs now, with its own arguments, not after lock_queue_ttl, and leaves nothing locked
+    assert newer.get(timeout=20) == {"key": "orphan", "payload": 1}
+    assert [run["payload"] for run in records(events_redis, "started")] == [1]
+    wait_for(lambda: _locks(lock_redis) == [], 5, what="the lock to be released")
+
+
+def _locks(lock_redis) -> list:
+    """The lock keys, without the hashes that name each key's newest call."""
+    return [key for key in lock_keys(lock_redis) if not key.endswith(":gen")]
 
 
 @pytest.mark.parametrize("name", ["replaced", "replaced_qor"])
