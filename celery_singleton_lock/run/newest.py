@@ -60,7 +60,7 @@ def before_run(attempt: Attempt) -> Optional[Decision]:
         verdict = _generations(attempt).peek(attempt.keys.generation, gen, _hold_ms(attempt))
         if verdict.outcome == "lost":
             verdict = _claim(attempt, gen)  # no run is claimed: it becomes the newest of a new burst
-        elif verdict.outcome == "run":
+        elif verdict.outcome == "run" and not verdict.recorded:
             _recorded(attempt, gen)
     except STORE_ERRORS:
         return None  # the lock's ask meets the outage; the claim decides once it is ours
@@ -72,7 +72,7 @@ def _recorded(attempt: Attempt, gen: int) -> None:
     its message in hand proves it was published. Else the call before, still the newest on record
     and perhaps holding the key's lock (a ``queued_or_running`` enqueue lock) that this one waits
     for, would run first once its wait for this publish is up. The call it displaces is answered
-    as its publisher would have answered it; a no-op when the call is the newest on record already."""
+    as its publisher would have answered it."""
     options, task = attempt.options, attempt.task
     ttl_ms = int((options.queue_ttl + (options.debounce or 0.0)) * 1000)
     previous = _generations(attempt).supersede(attempt.keys.generation, gen, attempt.request.id or "", ttl_ms)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Mapping, Optional, Protocol
 
 from . import scripts
@@ -59,6 +59,9 @@ class Claim:
     outcome: str
     by: str = ""
     wait_ms: int = 0
+    #: From :meth:`GenerationStore.peek`, for a call that may run: whether it is the newest on record
+    #: (else it is newer than that: its publisher has not recorded it, or was killed first).
+    recorded: bool = True
 
 
 #: The one answer that lets a call run.
@@ -130,8 +133,8 @@ class RedisGenerations:
         return _text(self._supersede(keys=(key,), args=(str(gen), task_id, int(ttl_ms)))) or None
 
     def peek(self, key: str, gen: int, hold_ms: int = 0) -> Claim:
-        outcome, by, wait_ms = self._peek(keys=(key,), args=(str(gen), int(hold_ms)))
-        return Claim(_text(outcome), _text(by), int(wait_ms))
+        outcome, by, wait_ms, recorded = self._peek(keys=(key,), args=(str(gen), int(hold_ms)))
+        return Claim(_text(outcome), _text(by), int(wait_ms), bool(int(recorded)))
 
     def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, hold_ms: int = 0) -> Claim:
         outcome, by, wait_ms = self._claim(keys=(key,), args=(str(gen), task_id, int(ttl_ms), int(hold_ms)))
@@ -187,7 +190,11 @@ class MemoryGenerations:
     def peek(self, key: str, gen: int, hold_ms: int = 0) -> Claim:
         with self._guard:
             now_ms = self._clock() * 1000.0
-            return judge(self._live(key, now_ms), gen, now_ms, hold_ms)
+            fields = self._live(key, now_ms)
+            verdict = judge(fields, gen, now_ms, hold_ms)
+            if verdict.outcome == "run" and int(fields.get("gen") or 0) != gen:
+                return replace(verdict, recorded=False)
+            return verdict
 
     def claim(self, key: str, gen: int, task_id: str, ttl_ms: int, hold_ms: int = 0) -> Claim:
         with self._guard:
