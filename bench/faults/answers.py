@@ -15,6 +15,8 @@ from typing import Dict, List
 
 import redis
 
+from .leftovers import stored_meta
+
 __all__ = ["Answers", "final_results"]
 
 _PREFIX = "celery-task-meta-"
@@ -54,14 +56,4 @@ class Answers:
 
 def final_results(url: str, task_ids: List[str]) -> Dict[str, object]:
     """Each id's stored result at the end (ids with no result are absent)."""
-    client = redis.Redis.from_url(url)
-    found: Dict[str, object] = {}
-    try:
-        for first in range(0, len(task_ids), 500):
-            chunk = task_ids[first:first + 500]
-            for tid, raw in zip(chunk, client.mget([f"{_PREFIX}{t}" for t in chunk])):
-                if raw:
-                    found[tid] = json.loads(raw).get("result")
-    finally:
-        client.close()
-    return found
+    return {tid: meta.get("result") for tid, meta in stored_meta(url, task_ids).items()}

@@ -9,22 +9,27 @@ from typing import Dict, Iterable, List, Set, Tuple
 
 import redis
 
-__all__ = ["result_states", "broker_leftovers", "lock_leftovers", "tracebacks", "log_lines"]
+__all__ = ["stored_meta", "result_states", "broker_leftovers", "lock_leftovers", "tracebacks", "log_lines"]
 
 
-def result_states(results_url: str, task_ids: List[str]) -> Dict[str, str]:
-    """Each id's state in the Redis result backend (ids with no result are absent)."""
+def stored_meta(results_url: str, task_ids: List[str]) -> Dict[str, dict]:
+    """Each id's stored meta in the Redis result backend (ids with no result are absent)."""
     client = redis.Redis.from_url(results_url)
-    states: Dict[str, str] = {}
+    found: Dict[str, dict] = {}
     try:
         for first in range(0, len(task_ids), 500):
             chunk = task_ids[first:first + 500]
             for tid, raw in zip(chunk, client.mget([f"celery-task-meta-{t}" for t in chunk])):
                 if raw:
-                    states[tid] = json.loads(raw)["status"]
+                    found[tid] = json.loads(raw)
     finally:
         client.close()
-    return states
+    return found
+
+
+def result_states(results_url: str, task_ids: List[str]) -> Dict[str, str]:
+    """Each id's state in the Redis result backend (ids with no result are absent)."""
+    return {tid: meta["status"] for tid, meta in stored_meta(results_url, task_ids).items()}
 
 
 def _redis_queue(broker_url: str, queue: str) -> Tuple[int, Set[str]]:
