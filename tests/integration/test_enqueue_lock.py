@@ -53,6 +53,18 @@ def test_raise_at_enqueue_publishes_nothing(proj, broker_redis):
     assert queued_messages(broker_redis) == 1
 
 
+SAMPLE_EVERY = 0.05
+
+
+def _longest_run(values: list, at_least: int) -> int:
+    """The most consecutive values at or above ``at_least``."""
+    longest = current = 0
+    for value in values:
+        current = current + 1 if value >= at_least else 0
+        longest = max(longest, current)
+    return longest
+
+
 def _run_beat(proj, start_worker, broker_redis, events_redis, task: str, seconds: float = 12.5):
     start_worker(concurrency=2)
     start_worker(concurrency=2)
@@ -62,7 +74,7 @@ def _run_beat(proj, start_worker, broker_redis, events_redis, task: str, seconds
     while time.monotonic() - begin < seconds:
         samples.append((queued_messages(broker_redis), broker_redis.hlen(broker_key("unacked")),
                         events_redis.scard("running")))
-        time.sleep(0.05)
+        time.sleep(SAMPLE_EVERY)
     elapsed = time.monotonic() - begin
     beat.stop()
     return samples, elapsed
@@ -93,7 +105,11 @@ def test_beat_job_never_runs_twice_at_once_with_queued(proj, start_worker, broke
     samples, elapsed = _run_beat(proj, start_worker, broker_redis, events_redis, "beat_queued")
 
     assert max(s[2] for s in samples) == 1  # never two running
-    assert max(s[0] + s[1] for s in samples) <= 1  # never two waiting
+    # Never two waiting. The waiting copy goes back to the queue until the running one is done: its
+    # new message is published before its delivery is acknowledged, so for that instant it counts
+    # twice; a second copy would stay.
+    waiting = [queued + unacked for queued, unacked, _ in samples]
+    assert max(waiting) <= 2 and _longest_run(waiting, 2) * SAMPLE_EVERY < 0.5, waiting
     _executions_within(events_redis, lock_redis, elapsed, queued_after=1)  # the waiting copy runs after the last one
 
 
