@@ -58,8 +58,11 @@ def publish(app_module: Any, count: int, window: float, items: int, rng: random.
         app_module.recorder.add("published", record)
 
 
-def drain(topology: Topology, broker_url: str, timeout: float, log: Log, quiet: float = 15.0) -> None:
-    """Wait until every published message ran, was skipped or failed.
+def drain(topology: Topology, broker_url: str, timeout: float, log: Log, quiet: float = 15.0,
+          settle: bool = False) -> None:
+    """Wait until every published message ran, was skipped or failed; with ``settle``, also until
+    the broker holds none of their messages (a call answered superseded by the publisher of a newer
+    one still has its message on the way, or re-queued for a moment, and ends when it arrives).
 
     Gives up after ``timeout``, or once nothing changed for ``quiet`` seconds while the
     broker holds no message (queued or unacknowledged) that could still change it.
@@ -75,7 +78,7 @@ def drain(topology: Topology, broker_url: str, timeout: float, log: Log, quiet: 
         ids += sorted({s["task_id"] for s in history.sent} - done - set(ids))
         states = result_states(topology.url(1), ids)
         open_ids = [i for i in ids if states.get(i) not in ("SUCCESS", "FAILURE")]
-        if not open_ids:
+        if not open_ids and not (settle and _broker_holds(broker_url, topology.queue)):
             return
         if open_ids != last:
             last, since = open_ids, time.monotonic()
@@ -152,7 +155,8 @@ def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
         log(f"{fault.name}: published {count}, nemesis acted {outcome.get('actions', 0)} times; draining")
         config = topology.config()
         # Long bodies and lock retries take longer to settle: the drain waits as long as they may.
-        drain(topology, str(config["broker"]), fault.visibility_timeout + 40 + 20 * fault.body[1], log)
+        drain(topology, str(config["broker"]), fault.visibility_timeout + 40 + 20 * fault.body[1], log,
+              settle=bool(fault.latest))
         for worker in list(topology.workers):
             worker.stop()
         topology.workers.clear()
