@@ -11,6 +11,7 @@ from celery import Celery
 from celery_singleton_lock import LockedError, LockedTask
 from celery_singleton_lock.config.settings import resolve_settings
 from celery_singleton_lock.store import MemoryBackend
+from tests.support.apps import MADE
 
 
 def _project_app():
@@ -19,6 +20,7 @@ def _project_app():
                                      CELERY_SINGLETON_LOCK_URL="redis://:pw@lock-host:6379/1")
     app = Celery("proj", set_as_current=False)
     app.config_from_object(settings, namespace="CELERY")
+    MADE.append(app)
     return app
 
 
@@ -49,6 +51,7 @@ def test_a_backend_object_in_the_test_settings_wins_over_the_inherited_url():
 @pytest.mark.parametrize("retry_max", [None, 3])
 def test_an_eager_duplicate_that_retries_spends_no_max_retries(retry_max):
     app = Celery("eager", broker="memory://", set_as_current=False)
+    MADE.append(app)
     app.conf.singleton_lock_backend = MemoryBackend()
     app.conf.task_always_eager = True
     seen = {}
