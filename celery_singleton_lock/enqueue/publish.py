@@ -45,7 +45,6 @@ import os
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from celery import states
 from celery.utils import uuid
 from kombu.exceptions import DecodeError, EncodeError
 from kombu.serialization import dumps, loads
@@ -54,6 +53,7 @@ from ..calls import headers
 from .. import signals
 from ..calls.arguments import ArgumentKey, is_digest
 from ..run.decisions import PublishUnlocked, Refuse, SkipAtEnqueue
+from ..run.outcome import store_skipped
 from ..exceptions import ConfigurationError, LockBackendError, UnencodableArgumentError
 from ..calls.limits import call_keys, call_limit
 from ..run.policy import ON_LOCKED
@@ -63,7 +63,7 @@ from ..run.taken import places_taken
 from ..store import (STORE_ERRORS, Conflict, Holder, LockKeys, error_text, new_token, permanent_problem, redact,
                     wait_for_gate)
 
-__all__ = ["publish_locked", "CallOptions", "message_digest", "store_skipped"]
+__all__ = ["publish_locked", "CallOptions", "message_digest"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -237,13 +237,6 @@ def _duplicate_at_enqueue(task: Any, key: str, task_id: str, conflict: Conflict,
         # time, instead of PENDING forever.
         store_skipped(task, task_id)
     return task.AsyncResult(conflict.task_id or task_id)
-
-
-def store_skipped(task: Any, task_id: str) -> None:
-    try:
-        task.backend.store_result(task_id, None, states.SUCCESS)
-    except NotImplementedError:  # no result backend configured: nobody waits on it
-        pass
 
 
 def _republish_own(current: Any, options: Any, delay: float, publish: Publish) -> Any:

@@ -40,7 +40,8 @@ from celery.utils import uuid
 from ..calls import headers
 from ..exceptions import ConfigurationError, LockBackendError
 from ..config.options import LockOptions
-from .publish import CallOptions, message_digest, store_skipped
+from .publish import CallOptions, message_digest
+from ..run.outcome import store_skipped
 from ..runtime.lock_runtime import runtime_for
 from ..config.settings import AppSettings
 from ..store import STORE_ERRORS, Reservation, error_text, permanent_problem, redact

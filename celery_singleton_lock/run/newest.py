@@ -18,12 +18,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from celery import states
-
 from ..calls import headers
 from .. import signals
 from .attempt import Attempt
 from .decisions import Decision, Ignored, Requeue, Superseded
+from .outcome import store_skipped
 from ..exceptions import ConfigurationError
 from ..store import STORE_ERRORS, Claim, GenerationStore
 
@@ -73,13 +72,13 @@ def _recorded(attempt: Attempt, gen: int) -> None:
     and perhaps holding the key's lock (a ``queued_or_running`` enqueue lock) that this one waits
     for, would run first once its wait for this publish is up. The call it displaces is answered
     as its publisher would have answered it."""
-    options, task = attempt.options, attempt.task
-    ttl_ms = int((options.queue_ttl + (options.debounce or 0.0)) * 1000)
-    previous = _generations(attempt).supersede(attempt.keys.generation, gen, attempt.request.id or "", ttl_ms)
+    task = attempt.task
+    previous = _generations(attempt).supersede(attempt.keys.generation, gen, attempt.request.id or "",
+                                               _ttl_ms(attempt))
     if not previous or previous == attempt.request.id:
         return
     try:
-        task.backend.store_result(previous, None, states.SUCCESS)  # its message ends so too
+        store_skipped(task, previous)
     except Exception as exc:  # no result backend, or one that cannot answer for another call
         logger.debug("singleton lock: %s: the superseded call %s is answered when its message reaches a "
                      "worker (%s)", task.name, previous, exc)
@@ -95,10 +94,14 @@ def claim_run(attempt: Attempt) -> Optional[Decision]:
 
 
 def _claim(attempt: Attempt, gen: int) -> Claim:
-    options = attempt.options
-    return _generations(attempt).claim(attempt.keys.generation, gen, attempt.request.id or "",
-                                       int((options.queue_ttl + (options.debounce or 0.0)) * 1000),
+    return _generations(attempt).claim(attempt.keys.generation, gen, attempt.request.id or "", _ttl_ms(attempt),
                                        _hold_ms(attempt))
+
+
+def _ttl_ms(attempt: Attempt) -> int:
+    """How long the key's calls are kept when this message writes them: as long as a call may wait."""
+    options = attempt.options
+    return int((options.queue_ttl + (options.debounce or 0.0)) * 1000)
 
 
 def _hold_ms(attempt: Attempt) -> int:

@@ -26,9 +26,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, Optional
 
+from celery import states
+
 from ..calls import headers
 
-__all__ = ["record_duplicate", "FIELDS", "EVENT"]
+__all__ = ["record_duplicate", "store_skipped", "FIELDS", "EVENT"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -74,3 +76,12 @@ def _shown_fields(fields: Dict[str, Any]) -> list:
     from celery.events.state import Task as TaskState
 
     return [*TaskState._fields, *fields]
+
+
+def store_skipped(task: Any, task_id: str) -> None:
+    """Answer another call of ``task`` as a skipped or superseded one (SUCCESS ``None``) now, so its
+    caller's ``.get()`` returns before its message reaches a worker (which ends it so too)."""
+    try:
+        task.backend.store_result(task_id, None, states.SUCCESS)
+    except NotImplementedError:  # no result backend configured: nobody waits on it
+        pass
