@@ -52,17 +52,19 @@ def wait_turn(attempt: Attempt, holder: Conflict) -> Decision:
         if taken is not None:
             return taken
     attempt.waits_turn(holder, "the running copy (it is the newest call), woken by its release")
-    outcome = wait_unless(attempt, attempt.options.queue_ttl, lambda: _look(attempt), LOOK_EVERY)
+    outcome = wait_unless(attempt, attempt.options.queue_ttl, lambda last: _look(attempt, last), LOOK_EVERY)
     if isinstance(outcome, Conflict):
         return Requeue(outcome, counted=False)
     return outcome
 
 
-def _look(attempt: Attempt) -> Optional[Decision]:
-    """After each wake: how the wait ends if a newer call superseded this one, or if the holder is an
-    older call that has not started (its lock is taken over)."""
+def _look(attempt: Attempt, holder: Conflict) -> Optional[Decision]:
+    """After each wake: how the wait ends if a newer call superseded this one, or if the holder last
+    met is an older call that has not started (its lock is taken over)."""
     ended = newest.before_run(attempt)
-    return ended if ended is not None else take_over(attempt)
+    if ended is None and holder.state == "queued":
+        ended = take_over(attempt)
+    return ended
 
 
 def take_over(attempt: Attempt) -> Optional[Run]:

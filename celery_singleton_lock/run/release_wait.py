@@ -24,15 +24,15 @@ def wait_for_release(attempt: Attempt, until: Optional[Callable[[Conflict], bool
     return cast(Union[Run, Conflict], _wait(attempt, attempt.options.wait_timeout, until, None, None))
 
 
-def wait_unless(attempt: Attempt, timeout: float, between: Callable[[], Optional[Decision]],
+def wait_unless(attempt: Attempt, timeout: float, between: Callable[[Conflict], Optional[Decision]],
                 look_every: float) -> Union[Run, Conflict, Decision]:
-    """As :func:`wait_for_release` for up to ``timeout`` seconds, unless ``between()``, asked after
-    every wake and at least every ``look_every`` seconds, decides how the wait ends instead."""
+    """As :func:`wait_for_release` for up to ``timeout`` seconds, unless ``between(holder)``, asked
+    after every wake and at least every ``look_every`` seconds, decides how the wait ends instead."""
     return _wait(attempt, timeout, None, between, look_every)
 
 
 def _wait(attempt: Attempt, timeout: float, until: Optional[Callable[[Conflict], bool]],
-          between: Optional[Callable[[], Optional[Decision]]],
+          between: Optional[Callable[[Conflict], Optional[Decision]]],
           look_every: Optional[float]) -> Union[Run, Conflict, Decision]:
     deadline = time.monotonic() + timeout
     with attempt.runtime.store.release_events(attempt.key) as events:
@@ -50,7 +50,7 @@ def _wait(attempt: Attempt, timeout: float, until: Optional[Callable[[Conflict],
             if not events.wait(wait) and outcome.task_id == attempt.request.id:
                 pause_for_own_place(outcome, wait, asked_at)
             if between is not None:
-                ended = between()
+                ended = between(outcome)
                 if ended is not None:
                     return ended
 
