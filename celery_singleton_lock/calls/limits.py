@@ -18,6 +18,7 @@ and one whose turn is a moment away waits for it in place (:func:`turn_wait`).
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from ..exceptions import ConfigurationError
@@ -41,8 +42,13 @@ def call_limit(task_name: str, options: "LockOptions", args: Sequence[Any], kwar
         raise ConfigurationError(f"task {task_name!r}: the lock_limit function returned {count!r}, "
                                  f"expected an int from 1 to {MAX_LIMIT}", task=task_name)
     # A call that will come back (``retry``) is handed a turn by a full window: see store/places.py.
-    return Limit(count, int(round(options.window * 1000)), room=callable(options.limit),
-                 turns=options.on_locked == "retry")
+    return _limit(count, int(round(options.window * 1000)), callable(options.limit), options.on_locked == "retry")
+
+
+@lru_cache(maxsize=1024)
+def _limit(count: int, window_ms: int, room: bool, turns: bool) -> Limit:
+    """One :class:`Limit` per value (it is immutable): every task's execution asks for one."""
+    return Limit(count, window_ms, room=room, turns=turns)
 
 
 def call_keys(keys: LockKeys, limit: Limit) -> LockKeys:

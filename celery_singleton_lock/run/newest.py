@@ -52,8 +52,10 @@ def _generations(attempt: Attempt) -> GenerationStore:
 
 def before_run(attempt: Attempt) -> Optional[Decision]:
     """How a superseded or already claimed message ends, before it asks for the lock; ``None``: ask."""
+    if not attempt.options.latest_wins:
+        return None
     gen = generation_of(attempt.request)
-    if gen is None or not attempt.options.latest_wins:
+    if gen is None:
         return None
     try:
         verdict = _generations(attempt).peek(attempt.keys.generation, gen, _hold_ms(attempt))
@@ -87,8 +89,10 @@ def _recorded(attempt: Attempt, gen: int) -> None:
 def claim_run(attempt: Attempt) -> Optional[Decision]:
     """Claim the run for the message whose lock this is now; how it ends instead, if it may not run.
     Store errors propagate (the caller lets go of the lock and follows ``on_lock_error``)."""
+    if not attempt.options.latest_wins:
+        return None
     gen = generation_of(attempt.request)
-    if gen is None or not attempt.options.latest_wins:
+    if gen is None:
         return None
     return _refusal(attempt, _claim(attempt, gen))
 

@@ -83,9 +83,13 @@ class KeyLayout:
     def keys(self, task: str, digest: str, scope: str, queued_digest: Optional[str] = None) -> LockKeys:
         """The keys of one call; ``queued_digest`` names the enqueue lock when a message names
         one that differs from ``digest``."""
-        queued = self.enqueue(task, queued_digest or digest, scope)
-        return LockKeys(lock=self.lock(task, digest), queued=queued, fence=self.fence(task, digest),
-                        done=self.done(task, digest), generation=self.generation(task, digest))
+        tag = self.tag(task, digest)  # every task runs this: one tag for all five names
+        lock = f"{tag}:{digest}"
+        if queued_digest and queued_digest != digest:
+            queued = self.enqueue(task, queued_digest, scope)
+        else:
+            queued = f"{lock}:queued" if scope == "queued" else lock
+        return LockKeys(lock=lock, queued=queued, fence=f"{tag}:fence", done=f"{tag}:done", generation=f"{lock}:gen")
 
     def tag(self, task: str, digest: str) -> str:
         """The key prefix of the digest's bucket, hash tag included."""

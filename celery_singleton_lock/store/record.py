@@ -21,6 +21,7 @@ after a restart is written whole again, from what its holder's lease keeps (:fun
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Dict, Optional, Sequence
 
 from . import foreign
@@ -38,11 +39,18 @@ _SPACE = re.compile(r"\s")
 
 def _word(value: Any) -> str:
     """A field that must not contain a space (nor be empty: the scripts split on spaces)."""
-    return _SPACE.sub("_", str(value)) or "-"
+    text = str(value)
+    if text.isalnum():  # a token, mostly: nothing to replace (every task writes one)
+        return text
+    return _SPACE.sub("_", text) or "-"
+
+
+#: :func:`_word` of the fields that are the same for every lock a process takes (its host, its
+#: PID namespace).
+_process_word = lru_cache(maxsize=64)(_word)
 
 
 #: The tab ends the task id (a description follows it); a description keeps to one line.
-_TAB = re.compile(r"\t")
 _BREAKS = re.compile(r"[\t\r\n]")
 #: A field as a lock's (or a place's) value writes it.
 word = _word
@@ -56,15 +64,15 @@ def tail(holder: Holder, pid_ns: bool = True) -> str:
     """The holder's part of a value, after its ttl (``<since> <pid> <host> <task_id>...``): the same in a
     lock's value and in a place's (which writes no PID namespace), so a renewal that takes either back
     after a restart writes who holds it."""
-    pid = f"{int(holder.pid)}/{_word(holder.pid_ns)}" if holder.pid_ns and pid_ns else str(int(holder.pid))
-    return " ".join((str(int(holder.since_ms)), pid, _word(holder.host), who(holder)))
+    pid = f"{int(holder.pid)}/{_process_word(holder.pid_ns)}" if holder.pid_ns and pid_ns else str(int(holder.pid))
+    return " ".join((str(int(holder.since_ms)), pid, _process_word(holder.host), who(holder)))
 
 
 def who(holder: Holder) -> str:
     """A value's last part: the holder's task id (a tab in it made a space), then a tab and the
     call's description when the app stores one (kept to one line), then a tab and the task that
     made the call when its keys are under another name (``lock_name``)."""
-    task_id = _TAB.sub(" ", holder.task_id)
+    task_id = holder.task_id.replace("\t", " ")
     if holder.task:
         return f"{task_id}\t{_BREAKS.sub(' ', holder.describe)}\t{_BREAKS.sub(' ', holder.task)}"
     return f"{task_id}\t{_BREAKS.sub(' ', holder.describe)}" if holder.describe else task_id
