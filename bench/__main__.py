@@ -59,6 +59,8 @@ class Sizes:
     rate_bursts: int
     rate_rounds: int
     handover_rounds: int  # per variant: the newest call's latency behind a run and after a quiet period
+    backlog_count: int  # messages per round of the worker-CPU-over-a-backlog section
+    backlog_rounds: int
 
 
 FULL = Sizes(micro_cycles=1500, micro_rounds=7, micro_server_cycles=20000, key_calls=20000, key_rounds=7,
@@ -68,19 +70,19 @@ FULL = Sizes(micro_cycles=1500, micro_rounds=7, micro_server_cycles=20000, key_c
              storm_pool=("prefork", 4), storm_messages=200, storm_sets=10, storm_rounds=3, profile_count=2000,
              cluster_cycles=1000, cluster_rounds=7, cluster_clients=(2, 4), path_count=2000, path_rounds=9,
              limit_count=2000, limit_rounds=9, rate_keys=4, rate_bursts=20, rate_rounds=3,
-             handover_rounds=9)
+             handover_rounds=9, backlog_count=1500, backlog_rounds=5)
 SMOKE = Sizes(micro_cycles=20, micro_rounds=1, micro_server_cycles=40, key_calls=200, key_rounds=1,
               hb_sizes=(1, 10), hb_rounds=1,
               hb_period=0.2, hb_periods=1, publish_count=5, publish_rounds=1, e2e_pools=(("solo", 1),),
               e2e_count=5, e2e_rounds=1, storm_pool=("solo", 1), storm_messages=10, storm_sets=2,
               storm_rounds=1, profile_count=10, cluster_cycles=20, cluster_rounds=1, cluster_clients=(1, 2),
               path_count=20, path_rounds=1, limit_count=20, limit_rounds=1, rate_keys=2, rate_bursts=6,
-              rate_rounds=1, handover_rounds=1)
+              rate_rounds=1, handover_rounds=1, backlog_count=5, backlog_rounds=1)
 
 SECTIONS = ("micro", "cluster", "keys", "heartbeat", "publish", "e2e", "worker", "storm", "limits", "ratelimit",
-            "handover", "profile")
+            "handover", "profile", "backlog")
 #: Sections with a block of their own in benchmarks.md: run alone, they replace that block only.
-SPLICED = {"limits", "ratelimit", "handover"}
+SPLICED = {"limits", "ratelimit", "handover", "backlog"}
 
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
@@ -142,7 +144,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             stack.callback(worker.stop)
             return worker.start()
 
-        from . import cluster, e2e, handover, heartbeat, limits, micro, profile, worker_path
+        from . import backlog, cluster, e2e, handover, heartbeat, limits, micro, profile, worker_path
         from .report import write_report
 
         results: Dict[str, object] = {}
@@ -174,6 +176,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                 _log(f"end to end, {pool} x{concurrency} ...")
                 results["e2e"][f"{pool}, concurrency {concurrency}"] = e2e.run_end_to_end(
                     start_worker, pool, concurrency, events, sizes.e2e_count, sizes.e2e_rounds, qor, _log)
+        if "backlog" in only:
+            _log("worker CPU over a backlog ...")
+            results["backlog"] = backlog.run_backlog(start_worker, sizes.e2e_pools, events, sizes.backlog_count,
+                                                     sizes.backlog_rounds, _log)
         if "worker" in only:
             _log("worker path ...")
             results["worker"] = worker_path.run_worker_path(sizes.path_count, sizes.path_rounds, _log)
@@ -217,7 +223,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             "rounds": {"micro": sizes.micro_rounds, "publish": sizes.publish_rounds, "e2e": sizes.e2e_rounds,
                        "storm": sizes.storm_rounds, "heartbeat": sizes.hb_rounds,
                        "worker": sizes.path_rounds},
-            "path_count": sizes.path_count,
+            "path_count": sizes.path_count, "backlog_count": sizes.backlog_count,
         }
         if only <= SPLICED:
             from .limits_report import limits_section, splice
@@ -229,6 +235,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             if "handover" in only:
                 written.append(splice(args.out, handover.handover_section(results, command), handover.BEGIN,
                                       handover.END))
+            if "backlog" in only:
+                written.append(splice(args.out, backlog.backlog_section(results, command, sizes.backlog_count),
+                                      backlog.BEGIN, backlog.END))
         else:
             written = write_report(results, args.out, args.out, meta, notes)
     for path in written:

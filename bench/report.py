@@ -11,6 +11,7 @@ from .stats import Series, Summary
 from .profile import lock_share
 from .worker_path import METRICS_ON, metrics_share
 from .handover import handover_section
+from .backlog import backlog_section
 from .limits_report import limits_section
 
 __all__ = ["write_report"]
@@ -489,6 +490,7 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
 
     doc.add(*limits_section(results, meta["command"], []))
     doc.add(*handover_section(results, meta["command"]))
+    doc.add(*backlog_section(results, meta["command"], meta.get("backlog_count", 0)))
 
     # -- targets, profile ------------------------------------------------------------------------
     doc.add("## How it compares, in this run",
