@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Sequence
 
 import redis
 
-from .e2e import E2E_VARIANTS, _available, _cpu_seconds, _publish, _wait_done
+from .e2e import E2E_VARIANTS, _available, _cpu_seconds, _publish, _wait_done, warm_up
 from .stats import Series, interleave
 
 __all__ = ["run_backlog", "backlog_section", "BEGIN", "END"]
@@ -26,19 +26,11 @@ __all__ = ["run_backlog", "backlog_section", "BEGIN", "END"]
 BEGIN, END = "<!-- backlog: begin -->", "<!-- backlog: end -->"
 
 
-def _tree(pid: int) -> List[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            return [pid, *(int(p) for p in handle.read().split())]
-    except OSError:
-        return [pid]
-
-
 class _Paused:
     """The worker's process tree stopped for the block: messages pile up in the broker."""
 
-    def __init__(self, pid: int) -> None:
-        self.pids = _tree(pid)
+    def __init__(self, worker: Any) -> None:
+        self.pids = [worker.pid, *worker.children()]
 
     def __enter__(self) -> "_Paused":
         for pid in self.pids:
@@ -60,14 +52,11 @@ def run_backlog(start_worker: Callable[..., Any], pools: Sequence[tuple], events
         for pool, concurrency in pools:
             worker = start_worker(pool=pool, concurrency=concurrency)
             try:
-                for label, task in tasks.items():  # warm every code path up
-                    run = f"warm-backlog-{uuid.uuid4().hex[:6]}"
-                    _publish(task, run, 10)
-                    _wait_done(events, run, 10, 120)
+                warm_up(tasks, events)
                 cpu = Series.declared(list(tasks))
                 for r, label in interleave(list(tasks), rounds):
                     run = f"backlog-{pool}-{r}-{uuid.uuid4().hex[:6]}"
-                    with _Paused(worker.pid):
+                    with _Paused(worker):
                         _, published = _publish(tasks[label], run, count)
                         before = sum(_cpu_seconds(worker.pid))
                     _wait_done(events, run, published, timeout=60 + count * 0.5)

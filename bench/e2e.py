@@ -26,7 +26,7 @@ import redis
 
 from .stats import Series, interleave, round_orders
 
-__all__ = ["run_publish", "run_end_to_end", "run_storm", "qor_available", "E2E_VARIANTS", "STORM_VARIANTS"]
+__all__ = ["run_publish", "run_end_to_end", "warm_up", "run_storm", "qor_available", "E2E_VARIANTS", "STORM_VARIANTS"]
 
 #: label -> task attribute in bench.app
 E2E_VARIANTS = {
@@ -161,6 +161,14 @@ def _wait_done(events: "redis.Redis", run: str, expected: int, timeout: float) -
     return [float(x) for x in events.lrange(f"done:{run}", 0, -1)]
 
 
+def warm_up(tasks: Dict[str, object], events: "redis.Redis") -> None:
+    """Run every variant a few times in the worker, so no round pays for a first call."""
+    for label, task in tasks.items():
+        run = f"warm-{label}-{uuid.uuid4().hex[:6]}"
+        _publish(task, run, 10)
+        _wait_done(events, run, 10, 120)
+
+
 def _hold_lock(task, args: tuple) -> Tuple[str, str]:
     """Take ``task``'s lock for ``args`` from the bench process, as another execution would."""
     from celery_singleton_lock.runtime import runtime_for
@@ -213,10 +221,7 @@ def run_end_to_end(start_worker: Callable[..., object], pool: str, concurrency: 
     events = redis.Redis.from_url(events_url)
     worker = start_worker(pool=pool, concurrency=concurrency)
     try:
-        for label, task in tasks.items():  # warm up every code path in the worker
-            run = f"warm-{label}-{uuid.uuid4().hex[:6]}"
-            _publish(task, run, 10)
-            _wait_done(events, run, 10, 120)
+        warm_up(tasks, events)
         wall, publish, cpu, server_cpu = Series.declared(order), Series.declared(order), Series(), Series()
         pool_cpu = Series()  # the pool children's part of ``cpu`` (none in solo)
         pid = getattr(worker, "pid", None)

@@ -74,6 +74,31 @@ class LockKeys:
     generation: str = ""
 
 
+# Each key's name under its bucket's tag (:meth:`KeyLayout.tag`), written once here.
+def _lock(tag: str, digest: str) -> str:
+    return f"{tag}:{digest}"
+
+
+def _queued(tag: str, digest: str) -> str:
+    return f"{tag}:{digest}:queued"
+
+
+def _enqueue(tag: str, digest: str, scope: str) -> str:
+    return _queued(tag, digest) if scope == "queued" else _lock(tag, digest)
+
+
+def _generation(tag: str, digest: str) -> str:
+    return f"{tag}:{digest}:gen"
+
+
+def _fence(tag: str) -> str:
+    return f"{tag}:fence"
+
+
+def _done(tag: str) -> str:
+    return f"{tag}:done"
+
+
 @dataclass(frozen=True)
 class KeyLayout:
     """Key names under one prefix."""
@@ -84,37 +109,34 @@ class KeyLayout:
         """The keys of one call; ``queued_digest`` names the enqueue lock when a message names
         one that differs from ``digest``."""
         tag = self.tag(task, digest)  # every task runs this: one tag for all five names
-        lock = f"{tag}:{digest}"
-        if queued_digest and queued_digest != digest:
-            queued = self.enqueue(task, queued_digest, scope)
-        else:
-            queued = f"{lock}:queued" if scope == "queued" else lock
-        return LockKeys(lock=lock, queued=queued, fence=f"{tag}:fence", done=f"{tag}:done", generation=f"{lock}:gen")
+        queued_tag = tag if not queued_digest or queued_digest == digest else self.tag(task, queued_digest)
+        return LockKeys(lock=_lock(tag, digest), queued=_enqueue(queued_tag, queued_digest or digest, scope),
+                        fence=_fence(tag), done=_done(tag), generation=_generation(tag, digest))
 
     def tag(self, task: str, digest: str) -> str:
         """The key prefix of the digest's bucket, hash tag included."""
         return f"{self.prefix}:{{{tag_name(task)}:{bucket(digest)}}}"
 
     def lock(self, task: str, digest: str) -> str:
-        return f"{self.tag(task, digest)}:{digest}"
+        return _lock(self.tag(task, digest), digest)
 
     def queued(self, task: str, digest: str) -> str:
-        return f"{self.tag(task, digest)}:{digest}:queued"
+        return _queued(self.tag(task, digest), digest)
 
     def enqueue(self, task: str, digest: str, scope: str) -> str:
         """Where a ``queued*`` task's enqueue lock lives: a key of its own for ``queued`` (one
         copy queued beside one running), the run lock itself for ``queued_or_running``."""
-        return self.queued(task, digest) if scope == "queued" else self.lock(task, digest)
+        return _enqueue(self.tag(task, digest), digest, scope)
 
     def generation(self, task: str, digest: str) -> str:
         """The hash naming the newest call of the key (see :mod:`.generations`)."""
-        return f"{self.tag(task, digest)}:{digest}:gen"
+        return _generation(self.tag(task, digest), digest)
 
     def fence(self, task: str, digest: str) -> str:
-        return f"{self.tag(task, digest)}:fence"
+        return _fence(self.tag(task, digest))
 
     def done(self, task: str, digest: str) -> str:
-        return f"{self.tag(task, digest)}:done"
+        return _done(self.tag(task, digest))
 
     def pattern(self, task: Optional[str] = None) -> str:
         """A SCAN pattern for the keys of one task (or all tasks). A glob: it also matches the keys
