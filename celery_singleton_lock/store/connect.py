@@ -40,17 +40,21 @@ from .start_gate import start_gate
 
 __all__ = ["connect", "open_store", "DEFAULT_CLIENT_OPTIONS", "LOCK_OPTIONS", "url_kind"]
 
-#: Applied unless the caller's options say otherwise.
+#: Applied unless the caller's options (or the URL's ``?protocol=3``) say otherwise. RESP2, which
+#: every redis-py the library supports speaks by default up to 7, lets a task's lock commands take
+#: the short way to the socket (:mod:`.wire`); the lock protocol needs nothing of RESP3.
 DEFAULT_CLIENT_OPTIONS: Dict[str, Any] = {
     "socket_connect_timeout": 2.0,
     "socket_timeout": 5.0,
     "health_check_interval": 30,
+    "protocol": 2,
 }
 
 #: Per-node defaults of a quorum: a slow master must not hold an acquire up for seconds.
 QUORUM_CLIENT_OPTIONS: Dict[str, Any] = {
     "socket_connect_timeout": 0.25,
     "socket_timeout": 0.5,
+    "protocol": 2,
 }
 
 #: Transport options that belong to this library (or to kombu's Sentinel), not to redis-py.

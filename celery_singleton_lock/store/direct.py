@@ -21,6 +21,8 @@ from typing import Any, List, Optional, Sequence
 
 import redis
 
+from . import wire
+
 __all__ = ["Direct", "direct_for"]
 
 
@@ -68,9 +70,12 @@ class Direct:
                 packed = None if self._encoding is None else _resp(args, self._encoding)
                 if packed is None:
                     connection.send_command(*args)
+                    reply = connection.read_response()
+                elif wire.speaks_for(connection):
+                    reply = wire.ask(connection, packed)
                 else:
                     connection.send_packed_command((packed,))
-                reply = connection.read_response()
+                    reply = connection.read_response()
             except redis.exceptions.ResponseError:
                 self._idle.append(connection)  # the server answered: the connection is fine
                 raise

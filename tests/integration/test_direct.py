@@ -1,5 +1,6 @@
 """Kept connections (``store/direct.py``) against a real redis-server: replies go to the caller
-that asked, broken connections are replaced, a timed-out one never answers the next call."""
+that asked, broken connections are replaced, a timed-out one never answers the next call; on RESP2
+(read off the socket by ``store/wire.py``) and on RESP3 (read by redis-py) alike."""
 
 from __future__ import annotations
 
@@ -8,17 +9,29 @@ import threading
 import pytest
 import redis
 
+from celery_singleton_lock.store import wire
 from celery_singleton_lock.store.direct import Direct, direct_for
 from tests.support.servers import RedisServer
 
 
-@pytest.fixture
-def server():
+@pytest.fixture(scope="module")
+def running():
     with RedisServer() as started:
         yield started
 
 
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def server(running, request):
+    running.protocol = request.param
+    admin = redis.Redis.from_url(running.url)
+    admin.flushall()
+    admin.script_flush()
+    admin.close()
+    yield running
+
+
 def _client(server, **options) -> redis.Redis:
+    options.setdefault("protocol", server.protocol)
     return redis.Redis.from_url(server.url, decode_responses=True, **options)
 
 
@@ -94,3 +107,74 @@ def test_each_thread_reads_its_own_replies(server):
 
 def test_a_cluster_client_is_asked_through_redis_py_itself():
     assert direct_for(object()) is None
+
+
+#: Reply shapes of every kind a command can give: text, nil, integers, nested arrays, an error
+#: inside an array, a Lua error, and a bulk string longer than one read of the socket.
+SHAPES = [
+    ("SET", "k", "v"),
+    ("GET", "k"),
+    ("GET", "missing"),
+    ("SET", "k", "w", "NX", "PX", 1000, "GET"),
+    ("INCRBY", "n", -7),
+    ("RPUSH", "l", "a", "", "c"),
+    ("LRANGE", "l", 0, -1),
+    ("LRANGE", "nothing", 0, -1),
+    ("EVAL", "return {1, {2, 'x', false}, 'y', {}}", 0),
+    ("EVAL", "return redis.pcall('INCR', KEYS[1])", 1, "k"),
+    ("EVAL", "return string.rep('z', 300000)", 0),
+    ("EVAL", "return redis.error_reply('BUSYKEY not this one')", 0),
+    ("EVALSHA", "0" * 40, 0),
+    ("INCR", "k"),
+    ("PING",),
+    ("SET", "bin", b"\xff\x00\r\n"),
+    ("GET", "bin"),
+]
+
+
+@pytest.mark.parametrize("decode", [True, False], ids=["text", "bytes"])
+def test_replies_read_off_the_socket_are_redis_pys_own(running, decode):
+    """Every shape, asked through the short way, comes back as redis-py's parser reads it:
+    the same values, types and exception classes."""
+    admin = redis.Redis.from_url(running.url)
+    admin.flushall()
+    mine = redis.Redis.from_url(running.url, protocol=2, decode_responses=decode)
+    theirs = redis.Redis.from_url(running.url, protocol=2, decode_responses=decode)
+    ask, connection = Direct(mine), theirs.connection_pool.get_connection()
+    ask("PING")
+    kept = ask._idle[0]
+    for command in SHAPES:
+        admin.flushall()
+        got = _outcome(lambda: ask(*command))
+        admin.flushall()
+        connection.send_command(*command)
+        expected = _outcome(connection.read_response)
+        assert got == expected, command
+        assert wire.speaks_for(kept), command
+    theirs.connection_pool.release(connection)
+    ask.discard()
+
+
+def _outcome(call):
+    try:
+        reply = call()
+    except redis.exceptions.RedisError as exc:
+        return type(exc), str(exc)
+    if isinstance(reply, list):
+        return [(type(item), str(item)) if isinstance(item, Exception) else item for item in reply]
+    return reply
+
+
+def test_only_a_plain_resp2_connection_takes_the_short_way(running):
+    resp2 = redis.Redis.from_url(running.url, protocol=2).connection_pool.get_connection()
+    resp3 = redis.Redis.from_url(running.url, protocol=3).connection_pool.get_connection()
+    resp2.connect()
+    resp3.connect()
+    assert wire.speaks_for(resp2)
+    assert not wire.speaks_for(resp3)
+    resp2.next_health_check = 0  # idle past its health check: redis-py checks it first
+    resp2.health_check_interval = 30
+    assert not wire.speaks_for(resp2)
+    resp2.disconnect()
+    assert not wire.speaks_for(resp2)  # not connected: redis-py connects it
+    resp3.disconnect()

@@ -1,0 +1,117 @@
+"""One packed command and its reply straight on a kept connection's socket.
+
+Every task sends the lock two short commands. Through redis-py's connection each one
+also passes its parser's buffer, its health and error bookkeeping and, on the way out,
+its health check: layers that cost the worker more CPU than the command itself
+(``bench/FINDINGS.md``). Here the command is written to the socket redis-py opened, and
+the reply is parsed from what one read brings, as redis-py's RESP2 parser would return it
+(errors become redis-py's own exception classes).
+
+Only a connection this can speak for takes it: redis-py's plain TCP or Unix socket
+connection, already connected, speaking RESP2, with no health check due. Any other
+(TLS, Sentinel's, RESP3, one idle past its health check interval) goes through redis-py
+as before.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any, Tuple
+
+import redis
+from redis.connection import Connection, UnixDomainSocketConnection
+
+__all__ = ["speaks_for", "ask"]
+
+_PLAIN = (Connection, UnixDomainSocketConnection)
+_READ = 65536
+_CRLF = b"\r\n"
+
+
+class _Short(Exception):
+    """The reply is not all here yet."""
+
+
+def speaks_for(connection: Any) -> bool:
+    """Whether :func:`ask` can take ``connection``'s next command in redis-py's place."""
+    if type(connection) not in _PLAIN or connection._sock is None:
+        return False
+    if getattr(connection, "protocol", 2) not in (2, "2", None):
+        return False
+    interval = connection.health_check_interval
+    return not interval or time.monotonic() <= connection.next_health_check
+
+
+def ask(connection: Any, packed: bytes) -> Any:
+    """Send ``packed`` and return its reply as redis-py's ``read_response`` would; raises what it
+    would (``TimeoutError``, ``ConnectionError``, a ``ResponseError`` for an error reply)."""
+    sock = connection._sock
+    try:
+        sock.sendall(packed)
+        data = sock.recv(_READ)
+        while True:
+            if not data:
+                raise redis.exceptions.ConnectionError("Connection closed by server.")
+            try:
+                reply, end = _parse(data, 0, connection)
+                break
+            except _Short:
+                more = sock.recv(_READ)
+                data = data + more if more else b""
+    except socket.timeout:
+        raise redis.exceptions.TimeoutError("Timeout reading from socket") from None
+    except OSError as exc:
+        raise redis.exceptions.ConnectionError(f"Error while talking to Redis: {exc}") from None
+    if end != len(data):  # a reply nobody asked for: the connection is out of step
+        raise redis.exceptions.ConnectionError("Protocol error: more than one reply to one command")
+    if connection.health_check_interval:
+        connection.next_health_check = time.monotonic() + connection.health_check_interval
+    if isinstance(reply, redis.exceptions.ResponseError):
+        raise reply
+    return reply
+
+
+def _parse(data: bytes, at: int, connection: Any) -> Tuple[Any, int]:
+    """The RESP2 value starting at ``at`` and where it ends; raises :class:`_Short` when cut off."""
+    eol = data.find(_CRLF, at)
+    if eol < 0:
+        raise _Short()
+    kind, line, at = data[at], data[at + 1:eol], eol + 2
+    if kind == 0x24:  # $ bulk string
+        size = int(line)
+        if size < 0:
+            return None, at
+        end = at + size
+        if len(data) < end + 2:
+            raise _Short()
+        return _text(data[at:end], connection), end + 2
+    if kind == 0x3A:  # : integer
+        return int(line), at
+    if kind == 0x2A:  # * array
+        size = int(line)
+        if size < 0:
+            return None, at
+        items = []
+        for _ in range(size):
+            item, at = _parse(data, at, connection)
+            items.append(item)
+        return items, at
+    if kind == 0x2B:  # + simple string
+        return _text(line, connection), at
+    if kind == 0x2D:  # - error
+        return _error(line.decode("utf-8", errors="replace"), connection), at
+    raise redis.exceptions.InvalidResponse(f"Protocol error: {bytes(data[at - len(line) - 3:eol])!r}")
+
+
+def _text(value: bytes, connection: Any) -> Any:
+    encoder = connection.encoder
+    return encoder.decode(value) if encoder.decode_responses else value
+
+
+def _error(text: str, connection: Any) -> BaseException:
+    """The exception redis-py's parser makes of an error reply (``NOSCRIPT`` is ``NoScriptError``...)."""
+    error: BaseException = connection._parser.parse_error(text)
+    if isinstance(error, redis.exceptions.ConnectionError):  # redis-py raises these even inside arrays
+        raise error
+    return error
