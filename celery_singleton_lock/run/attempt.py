@@ -39,10 +39,11 @@ class Attempt:
     __slots__ = ("task", "request", "options", "runtime", "keys", "queued_digest", "token", "enqueue_token",
                  "after", "holder", "description", "limit")
 
-    def __init__(self, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    def __init__(self, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], request: Any = None) -> None:
         options, argument_key = task.singleton_lock()
         runtime = runtime_for(task.app)
-        request = task.request
+        if request is None:
+            request = task.request
         digest = argument_key(args, kwargs)
         self.task = task
         self.request = request

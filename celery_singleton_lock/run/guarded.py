@@ -43,7 +43,7 @@ def run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body:
     request = task.request
     setattr(request, RUNNING_ATTR, True)
     try:
-        return _run_guarded(task, args, kwargs, body)
+        return _run_guarded(task, request, args, kwargs, body)
     finally:
         setattr(request, RUNNING_ATTR, False)
 
@@ -66,14 +66,15 @@ def lock_hidden(request: Any) -> Iterator[None]:
         setattr(request, HANDLE_ATTR, handle)
 
 
-def _run_guarded(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any]) -> Any:
-    skipped_for = headers.skipped_for(task.request)
+def _run_guarded(task: Any, request: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
+                 body: Callable[[], Any]) -> Any:
+    skipped_for = headers.skipped_for(request)
     if skipped_for:
         # A duplicate at enqueue, published only so that what follows it (a chain, a chord) goes on.
         logger.info("singleton lock: %s[%s] was a duplicate at enqueue (skip): the lock was held by %s",
-                    task.name, task.request.id, skipped_for)
+                    task.name, request.id, skipped_for)
         return None
-    attempt = Attempt(task, args, kwargs)
+    attempt = Attempt(task, args, kwargs, request)
     if headers.redelivered(attempt.request) and attempt.already_ran():
         attempt.conflict(None, "ignore")
         raise Ignore()  # a redelivery of a message whose first delivery ran to the end: store nothing

@@ -76,7 +76,10 @@ class Renewer:
     def _reset(self) -> None:
         # A fork copies the parent's leases and maybe a held lock, but not its thread:
         # the child starts from nothing.
-        self._cond = threading.Condition()
+        # hold() and drop() run on every task: they take the lock itself, not the condition's
+        # wrapper around it.
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._leases: Set[Lease] = set()
         self._thread: Optional[threading.Thread] = None
         self._wake_at = float("inf")
@@ -89,7 +92,7 @@ class Renewer:
     # -- the holder's side ---------------------------------------------------------------------
     def hold(self, lease: Lease) -> None:
         """Start renewing ``lease`` (starts the thread in this process when needed)."""
-        with self._cond:
+        with self._lock:
             self._closed = False
             self._leases.add(lease)
             self._wake(lease.next_due)
@@ -124,7 +127,7 @@ class Renewer:
         The thread is not woken (a busy worker would wake it once per task): it finds at its
         next tick that it holds nothing, and lingers from then on.
         """
-        with self._cond:
+        with self._lock:
             lease.released = True
             self._leases.discard(lease)
 
