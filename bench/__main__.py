@@ -166,6 +166,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                                            sizes.hb_periods, _log)
         qor = e2e.qor_available(lock, broker)
         results["qor_available"] = qor
+        results["lock_path"] = e2e.lock_path(lock)
         _log(f"queued_or_running enqueue lock in this checkout: {'yes' if qor else 'no (pending)'}")
         if "publish" in only:
             _log("publish ...")

@@ -26,7 +26,8 @@ import redis
 
 from .stats import Series, interleave, round_orders
 
-__all__ = ["run_publish", "run_end_to_end", "warm_up", "run_storm", "qor_available", "E2E_VARIANTS", "STORM_VARIANTS"]
+__all__ = ["run_publish", "run_end_to_end", "warm_up", "lock_path", "run_storm", "qor_available", "E2E_VARIANTS",
+           "STORM_VARIANTS"]
 
 #: label -> task attribute in bench.app
 E2E_VARIANTS = {
@@ -66,6 +67,23 @@ def _flush(urls: Sequence[str]) -> None:
     for url in urls:
         client = redis.Redis.from_url(url)
         client.flushdb()
+        client.close()
+
+
+def lock_path(lock_url: str) -> str:
+    """Which way a worker's lock calls reach Redis at ``lock_url``, as the lock store opens it."""
+    from celery_singleton_lock.store.connect import connect
+    from celery_singleton_lock.store.direct import direct_for
+
+    client = connect(lock_url)
+    ask = direct_for(client)
+    try:
+        if ask is not None and ask.short_way():
+            return "straight to the kept connections' sockets (plain TCP, RESP2: `store/wire.py`)"
+        return "through redis-py's connections (TLS, Sentinel, RESP3 or a Cluster: the short way does not apply)"
+    finally:
+        if ask is not None:
+            ask.discard()
         client.close()
 
 

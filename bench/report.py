@@ -328,7 +328,8 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
                 "from the worker and the publisher. *Suppressed duplicates*: "
                 "the same number of messages, all one call whose lock the bench process holds, so every "
                 "one is skipped at run time: its ratio prices a suppressed duplicate against a plain "
-                "trivial task." + qor_note)
+                "trivial task. The lock's calls in this run went " + str(results.get("lock_path") or "?") + "."
+                + qor_note)
         chart_labels, chart_ratios = [], []
         for pool, data in e2e.items():
             wall, publish, cpu = data["wall"], data["publish"], data.get("cpu") or Series()

@@ -100,6 +100,12 @@ class Direct:
             self("SCRIPT", "LOAD", script.script)
             return self("EVALSHA", script.sha, len(keys), *keys, *args)
 
+    def short_way(self) -> bool:
+        """Whether a kept connection's commands go straight to its socket (:mod:`.wire`) or through
+        redis-py's connection (TLS, Sentinel, RESP3): the benchmark says which path it measured."""
+        self("PING")
+        return any(wire.speaks_for(connection) for connection in self._idle)
+
     def discard(self) -> None:
         """Close every kept connection (they are made again on the next call)."""
         idle, self._idle = self._idle, []

@@ -178,3 +178,21 @@ def test_only_a_plain_resp2_connection_takes_the_short_way(running):
     resp2.disconnect()
     assert not wire.speaks_for(resp2)  # not connected: redis-py connects it
     resp3.disconnect()
+
+
+def test_the_store_takes_the_short_way_unless_told_otherwise(running):
+    """What the benchmark reports: the lock store's own clients speak RESP2 (the short way) unless
+    the URL or the transport options ask for RESP3."""
+    from celery_singleton_lock.store.connect import connect
+
+    for options, short in ((None, True), ({"protocol": 3}, False)):
+        client = connect(running.url, options)
+        ask = direct_for(client)
+        assert ask.short_way() is short, options
+        ask.discard()
+        client.close()
+    client = connect(running.url + "?protocol=3")
+    ask = direct_for(client)
+    assert ask.short_way() is False
+    ask.discard()
+    client.close()
