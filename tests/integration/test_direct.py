@@ -124,10 +124,11 @@ SHAPES = [
     ("EVAL", "return redis.pcall('INCR', KEYS[1])", 1, "k"),
     ("EVAL", "return string.rep('z', 300000)", 0),
     ("EVAL", "return redis.error_reply('BUSYKEY not this one')", 0),
+    ("EVAL", "return {1, redis.error_reply('ERR inside an array')}", 0),
     ("EVALSHA", "0" * 40, 0),
     ("INCR", "k"),
     ("PING",),
-    ("SET", "bin", b"\xff\x00\r\n"),
+    ("SET", "bin", "é\x00\r\n".encode()),
     ("GET", "bin"),
 ]
 
@@ -135,22 +136,29 @@ SHAPES = [
 @pytest.mark.parametrize("decode", [True, False], ids=["text", "bytes"])
 def test_replies_read_off_the_socket_are_redis_pys_own(running, decode):
     """Every shape, asked through the short way, comes back as redis-py's parser reads it:
-    the same values, types and exception classes."""
+    the same values, types and exception classes. Each side runs the whole list on an empty
+    database, so a command meets what the ones before it wrote (a value to read back, a string
+    that ``INCR`` refuses)."""
     admin = redis.Redis.from_url(running.url)
-    admin.flushall()
     mine = redis.Redis.from_url(running.url, protocol=2, decode_responses=decode)
     theirs = redis.Redis.from_url(running.url, protocol=2, decode_responses=decode)
     ask, connection = Direct(mine), _connection(theirs)
     ask("PING")
     kept = ask._idle[0]
+    admin.flushall()
+    got = []
     for command in SHAPES:
-        admin.flushall()
-        got = _outcome(lambda: ask(*command))
-        admin.flushall()
-        connection.send_command(*command)
-        expected = _outcome(connection.read_response)
-        assert got == expected, command
+        got.append(_outcome(lambda: ask(*command)))
         assert wire.speaks_for(kept), command
+    admin.flushall()
+    expected = []
+    for command in SHAPES:
+        connection.send_command(*command)
+        expected.append(_outcome(connection.read_response))
+    for command, mine_, theirs_ in zip(SHAPES, got, expected):
+        assert mine_ == theirs_, command
+    assert sum(isinstance(one, tuple) for one in expected) >= 4, "error replies were asked for"
+    assert any(isinstance(one, (str, bytes)) and one not in ("OK", b"OK") for one in expected), "a value read back"
     theirs.connection_pool.release(connection)
     ask.discard()
 
