@@ -128,8 +128,11 @@ def test_two_beats_a_tick_apart_run_the_job_once_per_tick(limits_proj, start_wor
     # then no tick ran twice: runs are a period apart (less the beats' jitter), never two per tick
     assert all(b - a > 0.9 * limits_proj.PERIOD for a, b in zip(starts, starts[1:])), starts
     if duration < limits_proj.PERIOD:
-        # and every tick ran once (the first beat's ticks; the last may still have been on its way)
-        assert ticks - 1 <= len(starts) <= ticks, (ticks, starts)
+        # and every tick ran once (the last may still have been on its way). The beats' real offset
+        # is 0.7 s plus the second's start-up, so it can land just past the window: then the first
+        # beat's first tick runs and the second beat leads every tick after it, one run more than
+        # either beat's count, still a period apart.
+        assert ticks - 1 <= len(starts) <= ticks + 1, (ticks, starts)
     else:
         # and a run that outlasts the period skips the ticks it covers: one run per tick it starts in
         assert len(starts) >= ticks // 2 - 1, (ticks, starts)
