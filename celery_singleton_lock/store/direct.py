@@ -12,18 +12,30 @@ reply, so threads and greenlets never share one). A broken one is dropped with e
 one beside it (a restart or a ``CLIENT KILL`` breaks them all), and a call that met it on
 a kept connection is asked once more on a fresh one, as redis-py's own retry would. A
 fork starts from an empty list: the parent's sockets are not the child's.
+
+A command whose answer can wait (a task's release: Redis applies it as it arrives, and the
+worker need not sleep until it hears back) is posted (:meth:`Direct.post`): written now, its
+reply read by this process's next call, or by :meth:`Direct.settle` (the heartbeat thread's
+tick), and handed to the poster's ``answer``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import redis
 
 from . import wire
 
-__all__ = ["Direct", "direct_for"]
+__all__ = ["Direct", "direct_for", "Answer"]
+
+logger = logging.getLogger("celery_singleton_lock")
+
+#: Told a posted command's reply: the parsed reply, or the exception reading it raised (an
+#: error reply, or a connection lost before the reply came).
+Answer = Callable[[Any], None]
 
 
 def _resp(args: Sequence[Any], encoding: str) -> Optional[bytes]:
@@ -46,11 +58,13 @@ def _resp(args: Sequence[Any], encoding: str) -> Optional[bytes]:
 class Direct:
     """Ask one Redis (or Sentinel's master) on kept connections of ``client``'s pool."""
 
-    __slots__ = ("_pool", "_idle", "_pid", "_encoding")
+    __slots__ = ("_pool", "_idle", "_owed", "_pid", "_encoding")
 
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
         self._idle: List[Any] = []
+        #: Connections with a posted command's reply still to read, each with whom to tell.
+        self._owed: List[Tuple[Any, Answer]] = []
         self._pid = os.getpid()
         kwargs = self._pool.connection_kwargs
         # Packed here only as redis-py would pack it: its encoder, strict about bad text.
@@ -60,7 +74,9 @@ class Direct:
     def __call__(self, *args: Any) -> Any:
         """Send one command and return redis-py's parsed reply; raises redis-py's errors."""
         if self._pid != os.getpid():
-            self._idle, self._pid = [], os.getpid()
+            self._forked()
+        if self._owed:
+            self.settle()
         for last in (False, True):
             connection = None if last else self._kept()
             reused = connection is not None
@@ -92,6 +108,55 @@ class Direct:
             return reply
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def post(self, answer: Answer, *args: Any) -> bool:
+        """Write one command now and leave its reply for later (see the module's docstring);
+        false, with nothing sent, where that cannot be done (no kept plain RESP2 connection
+        idle, arguments redis-py would pack): then ask as usual."""
+        if self._pid != os.getpid():
+            self._forked()
+        if self._owed:
+            self.settle()
+        packed = None if self._encoding is None else _resp(args, self._encoding)
+        connection = self._kept() if packed is not None else None
+        if connection is None or packed is None:
+            return False
+        if not wire.speaks_for(connection):
+            self._idle.append(connection)
+            return False
+        try:
+            wire.send(connection, packed)
+        except BaseException:  # nothing or part of it written: the caller asks again, elsewhere
+            self._drop(connection)
+            raise
+        self._owed.append((connection, answer))
+        return True
+
+    def settle(self) -> None:
+        """Read every posted command's reply and tell its poster (the connections go back to
+        work)."""
+        while True:
+            try:
+                connection, answer = self._owed.pop()
+            except IndexError:
+                return
+            try:
+                reply: Any = wire.receive(connection)
+            except redis.exceptions.ResponseError as exc:
+                reply = exc  # the server answered: the connection is fine
+            except BaseException as exc:  # lost, timed out, interrupted: out of step from here
+                self._drop(connection)
+                _tell(answer, exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            self._idle.append(connection)
+            _tell(answer, reply)
+
+    @property
+    def owes(self) -> bool:
+        """Whether a posted command's reply is still to read."""
+        return bool(self._owed)
+
     def script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """EVALSHA of a registered :class:`~redis.commands.core.Script`, loaded again on NOSCRIPT."""
         try:
@@ -107,10 +172,17 @@ class Direct:
         return any(wire.speaks_for(connection) for connection in self._idle)
 
     def discard(self) -> None:
-        """Close every kept connection (they are made again on the next call)."""
+        """Close every kept connection (they are made again on the next call); a posted
+        command's reply is read first."""
+        if self._owed:
+            self.settle()
         idle, self._idle = self._idle, []
         for connection in idle:
             self._drop(connection)
+
+    def _forked(self) -> None:
+        # The parent's sockets, and the replies owed on them, are the parent's.
+        self._idle, self._owed, self._pid = [], [], os.getpid()
 
     def _kept(self) -> Any:
         """An idle kept connection, or ``None``; one pop, so two threads never get the same one."""
@@ -128,6 +200,15 @@ class Direct:
     def _drop(self, connection: Any) -> None:
         connection.disconnect()
         self._pool.release(connection)
+
+
+def _tell(answer: Answer, reply: Any) -> None:
+    """Hand a posted command's reply over; what its handler raises is its own (logged), never the
+    failure of the call that happened to read it."""
+    try:
+        answer(reply)
+    except Exception:
+        logger.exception("singleton lock: handling the answer to a command sent earlier failed")
 
 
 def direct_for(client: Any) -> Optional[Direct]:

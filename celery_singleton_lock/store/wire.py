@@ -22,7 +22,7 @@ from typing import Any, Tuple
 import redis
 from redis.connection import Connection, UnixDomainSocketConnection
 
-__all__ = ["speaks_for", "ask"]
+__all__ = ["speaks_for", "ask", "send", "receive"]
 
 _PLAIN = (Connection, UnixDomainSocketConnection)
 _READ = 65536
@@ -46,9 +46,24 @@ def speaks_for(connection: Any) -> bool:
 def ask(connection: Any, packed: bytes) -> Any:
     """Send ``packed`` and return its reply as redis-py's ``read_response`` would; raises what it
     would (``TimeoutError``, ``ConnectionError``, a ``ResponseError`` for an error reply)."""
+    send(connection, packed)
+    return receive(connection)
+
+
+def send(connection: Any, packed: bytes) -> None:
+    """Write ``packed`` whole; its reply is :func:`receive`'s to read."""
+    try:
+        connection._sock.sendall(packed)
+    except socket.timeout:
+        raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
+    except OSError as exc:
+        raise redis.exceptions.ConnectionError(f"Error while talking to Redis: {exc}") from None
+
+
+def receive(connection: Any) -> Any:
+    """The reply to the one command sent and not yet answered, as :func:`ask` returns it."""
     sock = connection._sock
     try:
-        sock.sendall(packed)
         data = sock.recv(_READ)
         while True:
             if not data:

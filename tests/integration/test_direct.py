@@ -211,3 +211,108 @@ def test_the_store_takes_the_short_way_unless_told_otherwise(running):
     assert ask.short_way() is False
     ask.discard()
     client.close()
+
+
+# -- a posted command: written now, its reply read later ------------------------------------------
+
+def test_a_posted_command_is_applied_at_once_and_answered_by_the_next_call(server):
+    client, admin = _client(server), _client(server)
+    ask = Direct(client)
+    assert ask("SET", "k", "v") == "OK"
+    answers = []
+    posted = ask.post(answers.append, "DEL", "k")
+    if server.protocol == 3:  # redis-py reads RESP3: nothing is posted, the caller asks as usual
+        assert not posted and answers == [] and admin.exists("k")
+        return
+    assert posted and ask.owes
+    # Redis applied it as it came: gone before anyone read the reply
+    assert _eventually(lambda: not admin.exists("k"))
+    assert answers == []
+    # the next call reads the reply first, then its own
+    assert ask("SET", "k", "w") == "OK"
+    assert answers == [1] and not ask.owes
+    assert ask("GET", "k") == "w"
+    ask.discard()
+
+
+def test_settle_reads_a_posted_reply_and_an_error_reply_keeps_the_connection(server):
+    if server.protocol == 3:
+        pytest.skip("posting goes straight to the socket: RESP2 only")
+    client, admin = _client(server, client_name="posting"), _client(server)
+    ask = Direct(client)
+    assert ask("SET", "k", "v") == "OK"
+    answers = []
+    assert ask.post(answers.append, "INCR", "k")
+    ask.settle()
+    assert len(answers) == 1 and isinstance(answers[0], redis.exceptions.ResponseError)
+    assert ask("GET", "k") == "v"
+    assert _connections(admin, "posting") == 1
+    ask.discard()
+
+
+def test_a_connection_lost_before_the_reply_tells_the_poster_and_the_next_call_is_answered(server):
+    if server.protocol == 3:
+        pytest.skip("posting goes straight to the socket: RESP2 only")
+    client, admin = _client(server), _client(server)
+    ask = Direct(client)
+    assert ask("SET", "k", "1") == "OK"
+    answers = []
+    admin.execute_command("CLIENT", "PAUSE", 2000, "ALL")  # the reply is held back...
+    try:
+        assert ask.post(answers.append, "GET", "k")
+        assert admin.client_kill_filter(_type="normal", skipme=True) >= 1  # ...and never comes
+    finally:
+        admin.execute_command("CLIENT", "UNPAUSE")
+    assert ask("GET", "k") == "1"
+    assert len(answers) == 1 and isinstance(answers[0], redis.exceptions.ConnectionError)
+    ask.discard()
+
+
+def test_a_handler_that_raises_does_not_fail_the_call_that_read_its_reply(server, caplog):
+    if server.protocol == 3:
+        pytest.skip("posting goes straight to the socket: RESP2 only")
+    ask = Direct(_client(server))
+    assert ask("SET", "k", "1") == "OK"
+
+    def broken(reply):
+        raise RuntimeError("handler failed")
+
+    assert ask.post(broken, "GET", "k")
+    assert ask("GET", "k") == "1"
+    assert "handling the answer to a command sent earlier failed" in caplog.text
+    ask.discard()
+
+
+def test_a_fork_child_never_reads_its_parents_posted_reply(server):
+    if server.protocol == 3:
+        pytest.skip("posting goes straight to the socket: RESP2 only")
+    import os
+
+    ask = Direct(_client(server))
+    assert ask("SET", "k", "1") == "OK"
+    answers = []
+    assert ask.post(answers.append, "GET", "k")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        code = 0
+        try:
+            code = 0 if ask("GET", "k") == "1" and not ask.owes and answers == [] else 3
+        except BaseException:
+            code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    ask.settle()
+    assert answers == ["1"]
+    ask.discard()
+
+
+def _eventually(check, timeout: float = 5.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
