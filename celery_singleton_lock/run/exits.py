@@ -88,17 +88,40 @@ def exit_for_child(task_id: Optional[str], error: Any = None, shutdown: bool = F
 
 
 def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str],
-                      completion: Optional[Completion] = None, exit: str = "success") -> bool:
-    """Stop renewing, compare-and-delete by token, and report what Redis answered."""
+                      completion: Optional[Completion] = None, exit: str = "success",
+                      answer_later: bool = False) -> Optional[bool]:
+    """Stop renewing, compare-and-delete by token, and report what Redis answered.
+
+    With ``answer_later``, where the store can (:class:`~.store.PostsReleases`), the release is
+    sent and its answer reported when this process next reads from the store (``None`` then):
+    Redis lets go at once all the same, and the worker does not sleep waiting for a reply.
+    """
     runtime.renewer.drop(lease)
     if exit == TERMINATED:
         return False  # the main process releases it (release_for_child), and says why
+    post = getattr(runtime.store, "post_release", None) if answer_later else None
+    if post is not None:
+        try:
+            if post(lease.key, lease.token, completion,
+                    lambda answer: _answered(runtime, lease, task, task_id, completion, exit, answer)):
+                return None
+        except STORE_ERRORS:
+            pass  # nothing or part of it written: asked again below, on another connection
     try:
         released = runtime.store.release(lease.key, lease.token, completion)
     except STORE_ERRORS as exc:
+        return _answered(runtime, lease, task, task_id, completion, exit, exc)
+    return _answered(runtime, lease, task, task_id, completion, exit, released)
+
+
+def _answered(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str],
+              completion: Optional[Completion], exit: str, answer: Any) -> bool:
+    """Report a release's answer (``True``, ``False`` or the store error that stood for it)."""
+    if isinstance(answer, BaseException):
         logger.warning("singleton lock: releasing %s failed (%s); it expires within its TTL", lease.key,
-                       error_text(exc))
+                       error_text(answer))
         return False
+    released = bool(answer)
     if not released and not lease.lost.is_set():
         released = _lost_to_a_restart(runtime, lease, completion)
     if not released and not lease.lost.is_set():

@@ -147,7 +147,14 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
             hand_over(runtime, lease, handle.hand_over_ms, attempt.task, attempt.request.id)
         else:
             release_after_run(runtime, lease, attempt.task, attempt.request.id,
-                              attempt.completion(time.monotonic() - started, raised), exit_of(raised))
+                              attempt.completion(time.monotonic() - started, raised), exit_of(raised),
+                              answer_later=_answer_later(attempt.request))
+
+
+def _answer_later(request: Any) -> bool:
+    """Whether the release's answer may come after the task: not in an eager run, nor where a
+    receiver of ``lock_released`` or ``lock_lost`` is connected (it hears at once)."""
+    return not (request.is_eager or signals.lock_released.receivers or signals.lock_lost.receivers)
 
 
 def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any],

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from os import urandom
-from typing import TYPE_CHECKING, Any, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 if TYPE_CHECKING:  # pragma: no cover
     from .generations import GenerationStore
 
 from . import pid_namespace
 
-__all__ = ["LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS",
+__all__ = ["LockBackend", "PostsReleases", "ReleaseAnswer", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS",
            "Outcome", "Completion", "Limit", "SINGLETON", "MAX_LIMIT", "MAX_DURATION_MS",
            "new_token"]
 
@@ -248,3 +248,23 @@ class LockBackend(Protocol):
 
     def close(self) -> None:
         """Drop connections and threads."""
+
+
+#: Told what a posted release's store answered: whether it released, or the exception that
+#: stood for the answer.
+ReleaseAnswer = Callable[[Union[bool, BaseException]], None]
+
+
+class PostsReleases(Protocol):
+    """A store that can send a release and read its answer later (one sleep for a reply fewer per
+    task). Optional: a caller looks for :meth:`post_release` and releases as usual without it."""
+
+    def post_release(self, key: str, token: str, completion: Optional[Completion],
+                     answer: ReleaseAnswer) -> bool:
+        """Send :meth:`LockBackend.release` now, the store applying it as it arrives; ``answer`` is
+        told its result when this process's next call to the store reads it, or at
+        :meth:`settle_posted`. ``False``, with nothing sent, where it cannot."""
+
+    def settle_posted(self) -> None:
+        """Read every posted release's answer now and tell its ``answer``."""
+

@@ -12,6 +12,9 @@ renewal error is logged and retried; a lease is declared lost only when Redis
 says its token is gone, or when its TTL has surely run out since the last
 confirmed renewal. The loop never raises, so it cannot take a worker down.
 
+It also reads the answers to the releases this process sent without waiting
+(:class:`~.backend.PostsReleases`) when no later call to the store has read them.
+
 The same thread withdraws asks whose answer never came (:meth:`Renewer.release_later`):
 a paused store runs such an ask when it resumes, and the lock it takes must not
 outlive the caller's decision that it was not granted.
@@ -133,6 +136,7 @@ class Renewer:
 
     def release_all(self) -> List[Lease]:
         """Release every held lease (worker shutdown); returns those that were still ours."""
+        self._settle()
         with self._cond:
             leases = list(self._leases)
             for lease in leases:
@@ -159,9 +163,21 @@ class Renewer:
         return thread is not None and thread.is_alive()
 
     # -- the thread ----------------------------------------------------------------------------
+    def _settle(self) -> None:
+        """Read the answers to releases this process posted and no later call has read (see
+        :class:`~.backend.PostsReleases`): at every tick, so none waits past a heartbeat period."""
+        settle = getattr(self._store, "settle_posted", None)
+        if settle is None:
+            return
+        try:
+            settle()
+        except Exception:  # the loop must not die; the answers' own handlers log what failed
+            logger.exception("singleton lock: reading the answers to released locks failed")
+
     def _run(self) -> None:
         idle_since: Optional[float] = None
         while True:
+            self._settle()
             with self._cond:
                 if self._closed:
                     self._thread = None

@@ -25,10 +25,11 @@ from . import foreign, places, record, redis_places, scripts
 from .places import Limit, renew_args
 from .redis_places import RedisPlaces
 from .direct import direct_for
-from .backend import GRANT, Completion, Conflict, Grant, Holder, NotOurs, Outcome
+from .backend import GRANT, Completion, Conflict, Grant, Holder, NotOurs, Outcome, ReleaseAnswer
 from .generations import GenerationStore, RedisGenerations
 from .events import PubSubReleaseEvents, subscribed
 from .start_gate import RestartWait
+from .errors import STORE_ERRORS
 from .redis_calls import UNKNOWN_HOLDER, acquired, adopt_call, adopted, floor_arg, release_call
 
 __all__ = ["RedisBackend", "Client", "RestartWait"]
@@ -51,6 +52,9 @@ class RedisBackend:
         self.client = client
         self.grants = client if grants is None else grants
         self._set_get = True  # SET ... NX GET, until the server refuses it (Redis 6.2)
+        # A release is posted (its answer read later) only once the server is known to have the
+        # script: one it forgot would be asked again only when the answer is read.
+        self._release_loaded = False
         self._release = client.register_script(scripts.RELEASE)
         self._mark_redelivered = client.register_script(scripts.MARK_REDELIVERED)
         self._renew = client.register_script(scripts.RENEW)
@@ -152,7 +156,32 @@ class RedisBackend:
         if places.is_places(key):
             return self._places.release(key, token, completion, state)
         keys, args = release_call(key, token, completion, state)
-        return bool(self._script(self._release, keys, args))
+        released = bool(self._script(self._release, keys, args))
+        self._release_loaded = True
+        return released
+
+    def post_release(self, key: str, token: str, completion: Optional[Completion],
+                     answer: ReleaseAnswer) -> bool:
+        """:class:`~.backend.PostsReleases`: on a kept plain connection (see :mod:`.direct`), for a
+        singleton lock; a store that forgot the script is asked again, as :meth:`release` would."""
+        if self._ask is None or not self._release_loaded or places.is_places(key):
+            return False
+        keys, args = release_call(key, token, completion)
+
+        def answered(reply: Any) -> None:
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                self._release_loaded = False
+                try:
+                    reply = self.release(key, token, completion)
+                except STORE_ERRORS as exc:
+                    reply = exc
+            answer(reply if isinstance(reply, BaseException) else bool(reply))
+
+        return self._ask.post(answered, "EVALSHA", self._release.sha, len(keys), *keys, *args)
+
+    def settle_posted(self) -> None:
+        if self._ask is not None and self._ask.owes:
+            self._ask.settle()
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         if places.is_places(key):

@@ -397,3 +397,79 @@ def test_an_exception_raised_into_a_blocked_read_keeps_later_replies_in_step(red
         assert store.release(first, "a") and store.holder(first) is None
     finally:
         store.close()
+
+
+# -- a release posted without waiting for its answer ----------------------------------------------
+
+@pytest.fixture
+def posting(module_server):
+    """A store as :func:`connect` opens one: RESP2, so its kept connections go straight to the socket."""
+    client = redis.Redis.from_url(module_server.url, protocol=2)
+    client.flushall()
+    yield RedisBackend(client)
+    client.close()
+
+
+def test_a_posted_release_lets_go_at_once_and_its_answer_comes_with_the_next_call(posting, module_server):
+    key, other = LAYOUT.lock("job", "posted"), LAYOUT.lock("job", "next")
+    assert isinstance(posting.acquire(key, "a", 60_000, holder("a")), Grant)
+    answers = []
+    # the first release waits for its answer: it is the one that finds out the script is loaded
+    assert not posting.post_release(key, "a", None, answers.append)
+    assert posting.release(key, "a")
+    assert isinstance(posting.acquire(key, "a", 60_000, holder("a")), Grant)
+    assert posting.post_release(key, "a", None, answers.append)
+    outside = redis.Redis.from_url(module_server.url)
+    wait_for(lambda: not outside.exists(key), 5, interval=0.005, what="the posted release applied")
+    assert answers == []
+    assert isinstance(posting.acquire(other, "b", 60_000, holder("b")), Grant)
+    assert answers == [True]
+    # a token that no longer holds the lock is answered False, by settle_posted this time
+    assert isinstance(posting.acquire(key, "c", 60_000, holder("c")), Grant)
+    assert posting.post_release(key, "not-c", None, answers.append)
+    posting.settle_posted()
+    assert answers == [True, False] and outside.exists(key)
+    outside.close()
+
+
+def test_a_posted_release_after_the_script_cache_was_flushed_is_asked_again(posting, module_server):
+    key = LAYOUT.lock("job", "noscript")
+    assert isinstance(posting.acquire(key, "a", 60_000, holder("a")), Grant)
+    assert posting.release(key, "a")  # the script is loaded...
+    assert isinstance(posting.acquire(key, "a", 60_000, holder("a")), Grant)
+    outside = redis.Redis.from_url(module_server.url)
+    outside.script_flush()  # ...and forgotten, as after a restart or a failover
+    answers = []
+    assert posting.post_release(key, "a", None, answers.append)
+    posting.settle_posted()
+    assert answers == [True] and not outside.exists(key)
+    outside.close()
+
+
+def test_the_heartbeat_thread_reads_a_posted_answer_when_no_call_follows(posting):
+    key = LAYOUT.lock("job", "idle")
+    renewer = Renewer(posting)
+    renewer.restart_check = 0.2
+    try:
+        assert isinstance(posting.acquire(key, "a", 5000, holder("a")), Grant)
+        assert posting.release(key, "a")  # the first release finds the script loaded
+        assert isinstance(posting.acquire(key, "a", 5000, holder("a")), Grant)
+        lease = Lease(key, "a", ttl=5.0, heartbeat=1.5, confirmed_at=time.monotonic(), holder=holder("a"))
+        renewer.hold(lease)
+        renewer.drop(lease)
+        answers = []
+        assert posting.post_release(key, "a", None, answers.append)
+        wait_for(lambda: answers == [True], 3, interval=0.02, what="the heartbeat's tick to read the answer")
+    finally:
+        renewer.close()
+
+
+def test_a_store_without_kept_connections_does_not_post(module_server):
+    from redis.cluster import RedisCluster  # noqa: F401 - the kind of client that has no kept connection
+
+    backend = RedisBackend(redis.Redis.from_url(module_server.url))
+    backend._ask = None  # as for a Redis Cluster client (direct_for answers None)
+    assert backend.post_release(LAYOUT.lock("job", "x"), "a", None, lambda answer: None) is False
+    places_key = LAYOUT.lock("job", "room") + ":places"
+    assert RedisBackend(redis.Redis.from_url(module_server.url)).post_release(places_key, "a", None,
+                                                                               lambda answer: None) is False
