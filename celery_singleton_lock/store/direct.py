@@ -75,7 +75,12 @@ class Direct:
         """Send one command and return redis-py's parsed reply; raises redis-py's errors."""
         if self._pid != os.getpid():
             self._forked()
+        packed = None if self._encoding is None else _resp(args, self._encoding)
         if self._owed:
+            if packed is not None:
+                done, reply = self._after_posted(packed)
+                if done:
+                    return reply
             self.settle()
         for last in (False, True):
             connection = None if last else self._kept()
@@ -83,7 +88,6 @@ class Direct:
             if connection is None:
                 connection = self._take()
             try:
-                packed = None if self._encoding is None else _resp(args, self._encoding)
                 if packed is None:
                     connection.send_command(*args)
                     reply = connection.read_response()
@@ -107,6 +111,30 @@ class Direct:
             self._idle.append(connection)
             return reply
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _after_posted(self, packed: bytes) -> Tuple[bool, Any]:
+        """Send ``packed`` on a connection that owes a posted reply, then read both replies: one
+        wait where a posted reply not in yet would take two. ``(False, None)`` when the command is
+        still to be asked (none owed here, or the connection broke)."""
+        try:
+            connection, answer = self._owed.pop()
+        except IndexError:
+            return False, None
+        try:
+            wire.send(connection, packed)
+            earlier, reply = wire.receive_many(connection, 2)
+        except BaseException as exc:
+            self._drop(connection)
+            _tell(answer, exc)
+            if isinstance(exc, redis.exceptions.ConnectionError):
+                self.discard()
+                return False, None  # asked again on a fresh connection, as for any kept one
+            raise
+        self._idle.append(connection)
+        _tell(answer, earlier)
+        if isinstance(reply, redis.exceptions.ResponseError):
+            raise reply
+        return True, reply
 
     def post(self, answer: Answer, *args: Any) -> bool:
         """Write one command now and leave its reply for later (see the module's docstring);

@@ -163,14 +163,16 @@ class RedisBackend:
     def post_release(self, key: str, token: str, completion: Optional[Completion],
                      answer: ReleaseAnswer) -> bool:
         """:class:`~.backend.PostsReleases`: on a kept plain connection (see :mod:`.direct`), for a
-        singleton lock; a store that forgot the script is asked again, as :meth:`release` would."""
+        singleton lock."""
         if self._ask is None or not self._release_loaded or places.is_places(key):
             return False
         keys, args = release_call(key, token, completion)
 
         def answered(reply: Any) -> None:
-            if isinstance(reply, redis.exceptions.NoScriptError):
-                self._release_loaded = False
+            # Asked again where a waited-for release would have been: on a store that forgot the
+            # script, and on a fresh connection when the kept one broke before the answer.
+            if isinstance(reply, (redis.exceptions.NoScriptError, redis.exceptions.ConnectionError)):
+                self._release_loaded = not isinstance(reply, redis.exceptions.NoScriptError)
                 try:
                     reply = self.release(key, token, completion)
                 except STORE_ERRORS as exc:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 import redis
 from redis.connection import Connection, UnixDomainSocketConnection
 
-__all__ = ["speaks_for", "ask", "send", "receive"]
+__all__ = ["speaks_for", "ask", "send", "receive", "receive_many"]
 
 _PLAIN = (Connection, UnixDomainSocketConnection)
 _READ = 65536
@@ -62,14 +62,27 @@ def send(connection: Any, packed: bytes) -> None:
 
 def receive(connection: Any) -> Any:
     """The reply to the one command sent and not yet answered, as :func:`ask` returns it."""
+    reply = receive_many(connection, 1)[0]
+    if isinstance(reply, redis.exceptions.ResponseError):
+        raise reply
+    return reply
+
+
+def receive_many(connection: Any, count: int) -> List[Any]:
+    """The replies to the ``count`` commands sent and not yet answered, in order; an error reply is
+    returned as its ``ResponseError``, not raised (it answers one command, not the others)."""
     sock = connection._sock
+    replies: List[Any] = []
+    at = 0
     try:
         data = sock.recv(_READ)
         while True:
             if not data:
                 raise redis.exceptions.ConnectionError("Connection closed by server.")
             try:
-                reply, end = _parse(data, 0, connection)
+                while len(replies) < count:
+                    reply, at = _parse(data, at, connection)
+                    replies.append(reply)
                 break
             except _Short:
                 more = sock.recv(_READ)
@@ -78,13 +91,11 @@ def receive(connection: Any) -> Any:
         raise redis.exceptions.TimeoutError("Timeout reading from socket") from None
     except OSError as exc:
         raise redis.exceptions.ConnectionError(f"Error while talking to Redis: {exc}") from None
-    if end != len(data):  # a reply nobody asked for: the connection is out of step
-        raise redis.exceptions.ConnectionError("Protocol error: more than one reply to one command")
+    if at != len(data):  # a reply nobody asked for: the connection is out of step
+        raise redis.exceptions.ConnectionError("Protocol error: more replies than commands")
     if connection.health_check_interval:
         connection.next_health_check = time.monotonic() + connection.health_check_interval
-    if isinstance(reply, redis.exceptions.ResponseError):
-        raise reply
-    return reply
+    return replies
 
 
 def _parse(data: bytes, at: int, connection: Any) -> Tuple[Any, int]:

@@ -316,3 +316,27 @@ def _eventually(check, timeout: float = 5.0) -> bool:
             return False
         time.sleep(0.005)
     return True
+
+
+def test_a_call_after_a_post_waits_once_for_both_replies_in_order(server):
+    if server.protocol == 3:
+        pytest.skip("posting goes straight to the socket: RESP2 only")
+    client, admin = _client(server, client_name="both"), _client(server)
+    ask = Direct(client)
+    assert ask("SET", "k", "1") == "OK"
+    answers = []
+    for n in range(50):  # the posted reply is rarely in before the next call is written
+        assert ask.post(answers.append, "INCR", "k")
+        assert ask("GET", "k") == str(n + 2)
+    assert answers == list(range(2, 52))
+    # an error reply to the posted command is its own; the call after it is answered
+    assert ask.post(answers.append, "HGET", "k", "f")
+    assert ask("GET", "k") == "51"
+    assert isinstance(answers[-1], redis.exceptions.ResponseError)
+    # and an error reply to the call is raised, the posted one answered first
+    assert ask.post(answers.append, "GET", "k")
+    with pytest.raises(redis.exceptions.ResponseError):
+        ask("HGET", "k", "f")
+    assert answers[-1] == "51" and not ask.owes
+    assert _connections(admin, "both") == 1
+    ask.discard()
