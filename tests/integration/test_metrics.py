@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from tests.integration.helpers import records, wait_started
+from tests.integration.helpers import lock_keys, records, wait_started
 from tests.support.scrape import free_port, scrape
 from tests.support.waits import wait_for
 
@@ -118,3 +118,25 @@ def test_a_revoke_terminate_a_killed_child_and_a_hard_time_limit_each_show_up_on
     assert got.by("singleton_lock_released_total", "exit") == {"revoke": 1, "child_death": 2}
     assert got.value("singleton_lock_acquired_total") == 3
     assert got.value("singleton_lock_lost_total") == 0
+
+
+@pytest.mark.parametrize("pool", ["prefork", "solo"])
+def test_a_lock_found_gone_at_release_is_counted_lost_though_nothing_follows(proj, start_worker, events_redis,
+                                                                              lock_redis, pool):
+    # Given a worker with no receiver of lock_released or lock_lost (its release's answer is read
+    # after the task), and a run whose lock another holder took over while it ran
+    port = free_port()
+    start_worker(pool=pool, concurrency=1, app=APP, env={"CSL_METRICS_PORT": f"127.0.0.1:{port}"})
+    # (a process waits for its first release's answer: it learns there that the server has the script)
+    assert proj.storm.delay("m-first", duration=0).get(timeout=30)["key"] == "m-first"
+    result = proj.storm.delay("m-lost", duration=1.0)
+    wait_started(events_redis, 2)
+    (key,) = wait_for(lambda: lock_keys(lock_redis), 10, what="the run's lock")
+    lock_redis.set(key, "intruder running - 100 30000 0 1/1@h h other", px=30_000)
+    # When the run ends and no other task follows
+    assert result.get(timeout=30)["key"] == "m-lost"
+    # then its loss is counted (from the heartbeat's read of the answer), and the intruder's lock stays
+    got = wait_for(lambda: (lambda s: s if s.value("singleton_lock_lost_total") == 1 else None)(scrape(port)),
+                   10, what="the loss found at release to be counted")
+    assert got.value("singleton_lock_held") == 0
+    assert lock_redis.get(key).startswith("intruder ")
