@@ -215,6 +215,14 @@ def test_the_store_takes_the_short_way_unless_told_otherwise(running):
 
 # -- a posted command: written now, its reply read later ------------------------------------------
 
+@pytest.fixture
+def resp2(server):
+    """The server, for a client that can post: posting goes straight to the socket, RESP2 only."""
+    if server.protocol == 3:
+        pytest.skip("posting goes straight to the socket: RESP2 only")
+    return server
+
+
 def test_a_posted_command_is_applied_at_once_and_answered_by_the_next_call(server):
     client, admin = _client(server), _client(server)
     ask = Direct(client)
@@ -235,10 +243,8 @@ def test_a_posted_command_is_applied_at_once_and_answered_by_the_next_call(serve
     ask.discard()
 
 
-def test_settle_reads_a_posted_reply_and_an_error_reply_keeps_the_connection(server):
-    if server.protocol == 3:
-        pytest.skip("posting goes straight to the socket: RESP2 only")
-    client, admin = _client(server, client_name="posting"), _client(server)
+def test_settle_reads_a_posted_reply_and_an_error_reply_keeps_the_connection(resp2):
+    client, admin = _client(resp2, client_name="posting"), _client(resp2)
     ask = Direct(client)
     assert ask("SET", "k", "v") == "OK"
     answers = []
@@ -250,10 +256,8 @@ def test_settle_reads_a_posted_reply_and_an_error_reply_keeps_the_connection(ser
     ask.discard()
 
 
-def test_a_connection_lost_before_the_reply_tells_the_poster_and_the_next_call_is_answered(server):
-    if server.protocol == 3:
-        pytest.skip("posting goes straight to the socket: RESP2 only")
-    client, admin = _client(server), _client(server)
+def test_a_connection_lost_before_the_reply_tells_the_poster_and_the_next_call_is_answered(resp2):
+    client, admin = _client(resp2), _client(resp2)
     ask = Direct(client)
     assert ask("SET", "k", "1") == "OK"
     answers = []
@@ -268,10 +272,8 @@ def test_a_connection_lost_before_the_reply_tells_the_poster_and_the_next_call_i
     ask.discard()
 
 
-def test_a_handler_that_raises_does_not_fail_the_call_that_read_its_reply(server, caplog):
-    if server.protocol == 3:
-        pytest.skip("posting goes straight to the socket: RESP2 only")
-    ask = Direct(_client(server))
+def test_a_handler_that_raises_does_not_fail_the_call_that_read_its_reply(resp2, caplog):
+    ask = Direct(_client(resp2))
     assert ask("SET", "k", "1") == "OK"
 
     def broken(reply):
@@ -283,12 +285,10 @@ def test_a_handler_that_raises_does_not_fail_the_call_that_read_its_reply(server
     ask.discard()
 
 
-def test_a_fork_child_never_reads_its_parents_posted_reply(server):
-    if server.protocol == 3:
-        pytest.skip("posting goes straight to the socket: RESP2 only")
+def test_a_fork_child_never_reads_its_parents_posted_reply(resp2):
     import os
 
-    ask = Direct(_client(server))
+    ask = Direct(_client(resp2))
     assert ask("SET", "k", "1") == "OK"
     answers = []
     assert ask.post(answers.append, "GET", "k")
@@ -318,10 +318,8 @@ def _eventually(check, timeout: float = 5.0) -> bool:
     return True
 
 
-def test_a_call_after_a_post_waits_once_for_both_replies_in_order(server):
-    if server.protocol == 3:
-        pytest.skip("posting goes straight to the socket: RESP2 only")
-    client, admin = _client(server, client_name="both"), _client(server)
+def test_a_call_after_a_post_waits_once_for_both_replies_in_order(resp2):
+    client, admin = _client(resp2, client_name="both"), _client(resp2)
     ask = Direct(client)
     assert ask("SET", "k", "1") == "OK"
     answers = []
