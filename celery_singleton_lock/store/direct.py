@@ -73,8 +73,7 @@ class Direct:
 
     def __call__(self, *args: Any) -> Any:
         """Send one command and return redis-py's parsed reply; raises redis-py's errors."""
-        if self._pid != os.getpid():
-            self._forked()
+        self._own()
         packed = None if self._encoding is None else _resp(args, self._encoding)
         if self._owed:
             if packed is not None:
@@ -140,8 +139,7 @@ class Direct:
         """Write one command now and leave its reply for later (see the module's docstring);
         false, with nothing sent, where that cannot be done (no kept plain RESP2 connection
         idle, arguments redis-py would pack): then ask as usual."""
-        if self._pid != os.getpid():
-            self._forked()
+        self._own()
         if self._owed:
             self.settle()
         packed = None if self._encoding is None else _resp(args, self._encoding)
@@ -162,6 +160,7 @@ class Direct:
     def settle(self) -> None:
         """Read every posted command's reply and tell its poster (the connections go back to
         work)."""
+        self._own()
         while True:
             try:
                 connection, answer = self._owed.pop()
@@ -182,7 +181,8 @@ class Direct:
 
     @property
     def owes(self) -> bool:
-        """Whether a posted command's reply is still to read."""
+        """Whether a posted command's reply is still to read (by this process)."""
+        self._own()
         return bool(self._owed)
 
     def script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
@@ -208,9 +208,11 @@ class Direct:
         for connection in idle:
             self._drop(connection)
 
-    def _forked(self) -> None:
-        # The parent's sockets, and the replies owed on them, are the parent's.
-        self._idle, self._owed, self._pid = [], [], os.getpid()
+    def _own(self) -> None:
+        """After a fork, start from nothing: the parent's sockets, and the replies owed on them,
+        are the parent's (a child reading one would take it from the parent)."""
+        if self._pid != os.getpid():
+            self._idle, self._owed, self._pid = [], [], os.getpid()
 
     def _kept(self) -> Any:
         """An idle kept connection, or ``None``; one pop, so two threads never get the same one."""

@@ -172,7 +172,8 @@ class RedisBackend:
             # Asked again where a waited-for release would have been: on a store that forgot the
             # script, and on a fresh connection when the kept one broke before the answer.
             if isinstance(reply, (redis.exceptions.NoScriptError, redis.exceptions.ConnectionError)):
-                self._release_loaded = not isinstance(reply, redis.exceptions.NoScriptError)
+                if isinstance(reply, redis.exceptions.NoScriptError):
+                    self._release_loaded = False  # until a waited-for release loads it again
                 try:
                     reply = self.release(key, token, completion)
                 except STORE_ERRORS as exc:
