@@ -40,32 +40,48 @@ Answer = Callable[[Any], None]
 
 def _resp(args: Sequence[Any], encoding: str) -> Optional[bytes]:
     """A command of text and whole numbers in RESP, in one pass (redis-py's packer encodes each
-    argument through a call of its own); ``None`` for any other argument, which redis-py packs."""
+    argument through a call of its own); ``None`` for any other argument (a subclass of ``str``
+    or ``int`` too), which redis-py packs."""
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:
-        if isinstance(arg, str):
+        kind = type(arg)
+        if kind is str:
             data = arg.encode(encoding)
-        elif isinstance(arg, bytes):
-            data = arg
-        elif type(arg) is int:
+        elif kind is int:
             data = b"%d" % arg
+        elif kind is bytes:
+            data = arg
         else:
             return None
-        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
     return b"".join(parts)
+
+
+class _Forks:
+    """How many forks made this process (0 in the one that started): a kept connection list made
+    under another count is a parent's. Counted by a fork hook, not asked of the kernel per call."""
+
+    count = 0
+
+
+def _forked() -> None:
+    _Forks.count += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class Direct:
     """Ask one Redis (or Sentinel's master) on kept connections of ``client``'s pool."""
 
-    __slots__ = ("_pool", "_idle", "_owed", "_pid", "_encoding")
+    __slots__ = ("_pool", "_idle", "_owed", "_forks", "_encoding")
 
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
         self._idle: List[Any] = []
         #: Connections with a posted command's reply still to read, each with whom to tell.
         self._owed: List[Tuple[Any, Answer]] = []
-        self._pid = os.getpid()
+        self._forks = _Forks.count
         kwargs = self._pool.connection_kwargs
         # Packed here only as redis-py would pack it: its encoder, strict about bad text.
         strict = kwargs.get("encoding_errors", "strict") == "strict"
@@ -73,7 +89,8 @@ class Direct:
 
     def __call__(self, *args: Any) -> Any:
         """Send one command and return redis-py's parsed reply; raises redis-py's errors."""
-        self._own()
+        if self._forks != _Forks.count:
+            self._own()
         packed = None if self._encoding is None else _resp(args, self._encoding)
         if self._owed:
             if packed is not None:
@@ -211,8 +228,8 @@ class Direct:
     def _own(self) -> None:
         """After a fork, start from nothing: the parent's sockets, and the replies owed on them,
         are the parent's (a child reading one would take it from the parent)."""
-        if self._pid != os.getpid():
-            self._idle, self._owed, self._pid = [], [], os.getpid()
+        if self._forks != _Forks.count:
+            self._idle, self._owed, self._forks = [], [], _Forks.count
 
     def _kept(self) -> Any:
         """An idle kept connection, or ``None``; one pop, so two threads never get the same one."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import redis
 from redis.connection import Connection, UnixDomainSocketConnection
@@ -27,6 +27,8 @@ __all__ = ["speaks_for", "ask", "send", "receive", "receive_many"]
 _PLAIN = (Connection, UnixDomainSocketConnection)
 _READ = 65536
 _CRLF = b"\r\n"
+#: What :func:`_short` answers for a reply it leaves to the parser.
+_NOT_SHORT = object()
 
 
 class _Short(Exception):
@@ -50,6 +52,18 @@ def ask(connection: Any, packed: bytes) -> Any:
     return receive(connection)
 
 
+def _short(data: bytes) -> Any:
+    """The reply ``data`` holds when it is one whole integer or null reply (a grant, a release),
+    else ``_NOT_SHORT``: every task reads these, and they need no parser."""
+    if data[-2:] == _CRLF and data.find(_CRLF) == len(data) - 2:
+        kind = data[0]
+        if kind == 0x3A:  # : integer
+            return int(data[1:-2])
+        if data == b"$-1\r\n":  # null bulk string
+            return None
+    return _NOT_SHORT
+
+
 def send(connection: Any, packed: bytes) -> None:
     """Write ``packed`` whole; its reply is :func:`receive`'s to read."""
     try:
@@ -62,20 +76,32 @@ def send(connection: Any, packed: bytes) -> None:
 
 def receive(connection: Any) -> Any:
     """The reply to the one command sent and not yet answered, as :func:`ask` returns it."""
-    reply = receive_many(connection, 1)[0]
-    if isinstance(reply, redis.exceptions.ResponseError):
-        raise reply
+    try:
+        data = connection._sock.recv(_READ)
+    except socket.timeout:
+        raise redis.exceptions.TimeoutError("Timeout reading from socket") from None
+    except OSError as exc:
+        raise redis.exceptions.ConnectionError(f"Error while talking to Redis: {exc}") from None
+    reply = _short(data) if data else _NOT_SHORT
+    if reply is _NOT_SHORT:
+        reply = receive_many(connection, 1, data)[0]
+        if isinstance(reply, redis.exceptions.ResponseError):
+            raise reply
+    elif connection.health_check_interval:
+        connection.next_health_check = time.monotonic() + connection.health_check_interval
     return reply
 
 
-def receive_many(connection: Any, count: int) -> List[Any]:
+def receive_many(connection: Any, count: int, data: Optional[bytes] = None) -> List[Any]:
     """The replies to the ``count`` commands sent and not yet answered, in order; an error reply is
-    returned as its ``ResponseError``, not raised (it answers one command, not the others)."""
+    returned as its ``ResponseError``, not raised (it answers one command, not the others).
+    ``data``: what a read has already brought of them."""
     sock = connection._sock
     replies: List[Any] = []
     at = 0
     try:
-        data = sock.recv(_READ)
+        if data is None:
+            data = sock.recv(_READ)
         while True:
             if not data:
                 raise redis.exceptions.ConnectionError("Connection closed by server.")
