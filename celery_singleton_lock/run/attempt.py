@@ -60,15 +60,15 @@ class Attempt:
         #: How many executions of the key may hold it at once, and how long a place is kept:
         #: the keys are the key's places unless it is the singleton lock (see :mod:`.limits`).
         self.limit = call_limit(task.name, options, args, kwargs)
-        self.keys = call_keys(runtime.layout.keys(options.key_name(task.name), digest, options.scope, self.queued_digest), self.limit)
+        name = options.name or task.name
+        self.keys = call_keys(runtime.layout.keys(name, digest, options.scope, self.queued_digest), self.limit)
         #: The token of the execution whose self.retry() published this message, if one did.
         self.after: Optional[str] = headers.token(request, headers.AFTER)
         #: The call in a few words, when the app stores it with the lock (``singleton_lock_describe``).
         self.description = describe_call(argument_key, args, kwargs) if runtime.describe else None
         self.holder = Holder(task_id=request.id or "", host=runtime.hostname, pid=os.getpid(),
                              since_ms=int(time.time() * 1000), heartbeat_ms=int(options.heartbeat * 1000),
-                             describe=self.description or "",
-                             task="" if options.key_name(task.name) == task.name else task.name)
+                             describe=self.description or "", task="" if name == task.name else task.name)
 
     @property
     def key(self) -> str:

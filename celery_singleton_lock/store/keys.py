@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from functools import lru_cache
+from typing import NamedTuple, Optional, Tuple
 
 __all__ = ["KeyLayout", "LockKeys", "DEFAULT_PREFIX", "BUCKETS", "tag_name"]
 
@@ -57,9 +58,8 @@ def bucket(digest: str) -> str:
     return first if first and first in "0123456789abcdef" else "0"
 
 
-@dataclass(frozen=True)
-class LockKeys:
-    """Every key one call's lock touches, derived once per call."""
+class LockKeys(NamedTuple):
+    """Every key one call's lock touches, derived once per call (a named tuple: every task makes one)."""
 
     #: The run lock: held while an execution runs.
     lock: str
@@ -72,6 +72,12 @@ class LockKeys:
     done: str
     #: Which call of the key is the newest (see generations.py).
     generation: str = ""
+
+
+@lru_cache(maxsize=4096)
+def _tag(prefix: str, task: str, bucket: str) -> str:
+    """A bucket's key prefix: sixteen per task name, made once each."""
+    return f"{prefix}:{{{tag_name(task)}:{bucket}}}"
 
 
 # Each key's name under its bucket's tag (:meth:`KeyLayout.tag`), written once here.
@@ -109,13 +115,16 @@ class KeyLayout:
         """The keys of one call; ``queued_digest`` names the enqueue lock when a message names
         one that differs from ``digest``."""
         tag = self.tag(task, digest)  # every task runs this: one tag for all five names
-        queued_tag = tag if not queued_digest or queued_digest == digest else self.tag(task, queued_digest)
-        return LockKeys(lock=_lock(tag, digest), queued=_enqueue(queued_tag, queued_digest or digest, scope),
-                        fence=_fence(tag), done=_done(tag), generation=_generation(tag, digest))
+        lock = _lock(tag, digest)
+        if not queued_digest or queued_digest == digest:
+            queued = lock if scope != "queued" else _queued(tag, digest)
+        else:
+            queued = _enqueue(self.tag(task, queued_digest), queued_digest, scope)
+        return LockKeys(lock, queued, _fence(tag), _done(tag), _generation(tag, digest))
 
     def tag(self, task: str, digest: str) -> str:
         """The key prefix of the digest's bucket, hash tag included."""
-        return f"{self.prefix}:{{{tag_name(task)}:{bucket(digest)}}}"
+        return _tag(self.prefix, task, bucket(digest))
 
     def lock(self, task: str, digest: str) -> str:
         return _lock(self.tag(task, digest), digest)

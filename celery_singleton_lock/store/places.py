@@ -69,7 +69,7 @@ when one of them is a run past its window, which may end at any moment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import record
@@ -101,7 +101,7 @@ def limited(keys: LockKeys, limit: Optional[Limit]) -> LockKeys:
     """A call's keys under ``limit``: unchanged for the singleton lock, places keys otherwise."""
     if limit is None or limit.singleton:
         return keys
-    return replace(keys, lock=places_key(keys.lock), queued=places_key(keys.queued))
+    return keys._replace(lock=places_key(keys.lock), queued=places_key(keys.queued))
 
 
 def tail(ttl_ms: int, holder: Holder) -> str:

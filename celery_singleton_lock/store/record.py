@@ -57,15 +57,18 @@ word = _word
 
 
 def encode(token: str, state: str, ttl_ms: int, holder: Holder) -> str:
-    return " ".join((_word(token), state, "-", str(int(holder.heartbeat_ms)), str(int(ttl_ms)), tail(holder)))
+    return f"{_word(token)} {state} - {int(holder.heartbeat_ms)} {int(ttl_ms)} {tail(holder)}"
 
 
 def tail(holder: Holder, pid_ns: bool = True) -> str:
     """The holder's part of a value, after its ttl (``<since> <pid> <host> <task_id>...``): the same in a
     lock's value and in a place's (which writes no PID namespace), so a renewal that takes either back
     after a restart writes who holds it."""
-    pid = f"{int(holder.pid)}/{_process_word(holder.pid_ns)}" if holder.pid_ns and pid_ns else str(int(holder.pid))
-    return " ".join((str(int(holder.since_ms)), pid, _process_word(holder.host), who(holder)))
+    pid = f"{int(holder.pid)}/{_process_word(holder.pid_ns)}" if holder.pid_ns and pid_ns else int(holder.pid)
+    task_id = holder.task_id
+    if holder.task or holder.describe or "\t" in task_id:
+        task_id = who(holder)
+    return f"{int(holder.since_ms)} {pid} {_process_word(holder.host)} {task_id}"
 
 
 def who(holder: Holder) -> str:
