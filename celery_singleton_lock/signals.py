@@ -69,6 +69,12 @@ class LockSignal(Signal):
     def unobserve(self, observer: Callable[..., None]) -> None:
         self.observers = tuple(o for o in self.observers if o is not observer)
 
+    @property
+    def heard(self) -> bool:
+        """Whether an observer or a receiver listens: every task sends two of these signals, and a
+        sender nobody hears need not even build the arguments."""
+        return bool(self.observers or self.receivers)
+
     def send(self, sender: Any, **named: Any) -> List[Tuple[Any, Any]]:
         for observer in self.observers:
             try:

@@ -134,8 +134,9 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
     try:  # from here on, whatever happens, the lock is let go of
         runtime.renewer.hold(lease)
         setattr(attempt.request, HANDLE_ATTR, handle)
-        signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle,
-                                   acquire_seconds=time.monotonic() - started, description=attempt.description)
+        if signals.lock_acquired.heard:
+            signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle,
+                                       acquire_seconds=time.monotonic() - started, description=attempt.description)
         return body()
     except BaseException as exc:
         raised = exc
