@@ -117,6 +117,16 @@ def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Op
 def _answered(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str],
               completion: Optional[Completion], exit: str, answer: Any) -> bool:
     """Report a release's answer (``True``, ``False`` or the store error that stood for it)."""
+    try:
+        return _report(runtime, lease, task, task_id, completion, exit, answer)
+    finally:
+        # The lease's last report is made: it and the execution's lock object (``self.lock``) need
+        # not keep each other alive, so both go with the execution, not at the next garbage collection.
+        lease.context = None
+
+
+def _report(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str],
+            completion: Optional[Completion], exit: str, answer: Any) -> bool:
     if isinstance(answer, BaseException):
         logger.warning("singleton lock: releasing %s failed (%s); it expires within its TTL", lease.key,
                        error_text(answer))
@@ -130,8 +140,9 @@ def _answered(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[s
         lease.lost.set()
         runtime.report_lost(lease, "found gone at release: it expired (process paused past lock_ttl?) "
                                    "or was taken over; the other holder's lock was left untouched")
-    signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released, exit=exit,
-                               description=_description(lease))
+    if signals.lock_released.heard:
+        signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=released, exit=exit,
+                                   description=_description(lease))
     return released
 
 
@@ -167,6 +178,7 @@ def hand_over(runtime: LockRuntime, lease: Lease, queued_ms: int, task: Any = No
                                    "past lock_ttl?) or was taken over")
     signals.lock_released.send(sender=task, key=lease.key, task_id=task_id, released=handed, exit="retry",
                                description=_description(lease))
+    lease.context = None  # its last report (see _answered)
 
 
 def abandon(runtime: LockRuntime, key: str, token: str) -> None:
