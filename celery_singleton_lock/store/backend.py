@@ -13,9 +13,9 @@ lock it does not hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import urandom
-from typing import (TYPE_CHECKING, Any, Callable, ContextManager, List, Mapping, NamedTuple, Optional, Protocol, Sequence,
+from typing import (TYPE_CHECKING, Any, Callable, ContextManager, List, Mapping, Optional, Protocol, Sequence,
                     Tuple, Union)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,14 +33,17 @@ def new_token() -> str:
     return urandom(16).hex()
 
 
-class _HolderFields(NamedTuple):
+@dataclass(frozen=True)
+class Holder:
+    """Who asks for (or holds) a lock, as written beside its token for diagnostics."""
+
     task_id: str
     host: str
     pid: int
     since_ms: int
     heartbeat_ms: int
     #: The PID namespace ``pid`` belongs to (:mod:`.pid_namespace`); this process's by default.
-    pid_ns: str = ""
+    pid_ns: str = field(default_factory=pid_namespace.current)
     #: The call behind the lock, when the app stores one (``singleton_lock_describe``); written
     #: after the task id.
     describe: str = ""
@@ -51,20 +54,6 @@ class _HolderFields(NamedTuple):
     #: delivery of one message: refused, see :mod:`.places`). A shared hold (``SharedLock``) is
     #: not its task's delivery: one task may hold several places of a key, from nested blocks or threads.
     twins: bool = True
-
-
-class Holder(_HolderFields):
-    """Who asks for (or holds) a lock, as written beside its token for diagnostics.
-
-    Immutable, and made for every execution: a named tuple, built in one step.
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, task_id: str, host: str, pid: int, since_ms: int, heartbeat_ms: int,
-                pid_ns: Optional[str] = None, describe: str = "", task: str = "", twins: bool = True) -> "Holder":
-        return _HolderFields.__new__(cls, task_id, host, pid, since_ms, heartbeat_ms,
-                                     pid_namespace.current() if pid_ns is None else pid_ns, describe, task, twins)
 
     @property
     def twin_id(self) -> str:
