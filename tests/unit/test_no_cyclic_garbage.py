@@ -27,7 +27,7 @@ def traced():
     app.conf.update(singleton_lock_backend=MemoryBackend(), task_ignore_result=True)
     seen = {}
 
-    @app.task(name="garbage.job", base=LockedTask, bind=True)
+    @app.task(name="garbage.job", base=LockedTask, bind=True, shared=False)
     def job(self, account, fail=False):
         seen["lock"] = self.lock
         if fail:
