@@ -179,14 +179,7 @@ class ArgumentKey:
         """The digest naming this call's lock, from the arguments as the body receives them."""
         if self._spec is not None and self._selected is None:  # a callable
             return digest(self._call_key_function(args, kwargs))
-        if self._fast and self._selected is None:  # every task runs this: the common case in one step
-            try:
-                values = self._bind_fast(args, kwargs)
-            except TypeError:
-                values = self._deciding(args, kwargs)  # raises as bind() does, or binds as given
-        else:
-            values = self._deciding(args, kwargs)
-        return digest(self._encode(values))
+        return digest(self._encode(self._deciding(args, kwargs)))
 
     def for_message(self, args: Sequence[Any], kwargs: Mapping[str, Any], deliver: Deliver) -> str:
         """The digest the worker will derive from a message carrying this call.

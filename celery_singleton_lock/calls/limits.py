@@ -37,8 +37,6 @@ def call_limit(task_name: str, options: "LockOptions", args: Sequence[Any], kwar
     as a ``lock_key`` function is) and ``lock_window``. A ``lock_limit`` function puts every call
     of the task in its key's places, even one it answers 1 for: a call under the singleton lock
     and calls in the places would never see each other."""
-    if options.limit == 1 and not options.window and type(options.limit) is int:  # the singleton lock
-        return _limit(1, 0, False, options.on_locked == "retry")
     count = options.limit(*args, **kwargs) if callable(options.limit) else options.limit
     if not valid_limit(count):
         raise ConfigurationError(f"task {task_name!r}: the lock_limit function returned {count!r}, "

@@ -89,8 +89,7 @@ class Direct:
 
     def __call__(self, *args: Any) -> Any:
         """Send one command and return redis-py's parsed reply; raises redis-py's errors."""
-        if self._forks != _Forks.count:
-            self._own()
+        self._own()
         packed = None if self._encoding is None else _resp(args, self._encoding)
         if self._owed:
             if packed is not None:

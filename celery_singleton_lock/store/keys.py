@@ -115,12 +115,9 @@ class KeyLayout:
         """The keys of one call; ``queued_digest`` names the enqueue lock when a message names
         one that differs from ``digest``."""
         tag = self.tag(task, digest)  # every task runs this: one tag for all five names
-        lock = _lock(tag, digest)
-        if not queued_digest or queued_digest == digest:
-            queued = lock if scope != "queued" else _queued(tag, digest)
-        else:
-            queued = _enqueue(self.tag(task, queued_digest), queued_digest, scope)
-        return LockKeys(lock, queued, _fence(tag), _done(tag), _generation(tag, digest))
+        queued_tag = tag if not queued_digest or queued_digest == digest else self.tag(task, queued_digest)
+        return LockKeys(lock=_lock(tag, digest), queued=_enqueue(queued_tag, queued_digest or digest, scope),
+                        fence=_fence(tag), done=_done(tag), generation=_generation(tag, digest))
 
     def tag(self, task: str, digest: str) -> str:
         """The key prefix of the digest's bucket, hash tag included."""

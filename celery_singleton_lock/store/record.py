@@ -65,10 +65,7 @@ def tail(holder: Holder, pid_ns: bool = True) -> str:
     lock's value and in a place's (which writes no PID namespace), so a renewal that takes either back
     after a restart writes who holds it."""
     pid = f"{int(holder.pid)}/{_process_word(holder.pid_ns)}" if holder.pid_ns and pid_ns else int(holder.pid)
-    task_id = holder.task_id
-    if holder.task or holder.describe or "\t" in task_id:
-        task_id = who(holder)
-    return f"{int(holder.since_ms)} {pid} {_process_word(holder.host)} {task_id}"
+    return f"{int(holder.since_ms)} {pid} {_process_word(holder.host)} {who(holder)}"
 
 
 def who(holder: Holder) -> str:

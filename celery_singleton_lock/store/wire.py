@@ -76,20 +76,31 @@ def send(connection: Any, packed: bytes) -> None:
 
 def receive(connection: Any) -> Any:
     """The reply to the one command sent and not yet answered, as :func:`ask` returns it."""
-    try:
-        data = connection._sock.recv(_READ)
-    except socket.timeout:
-        raise redis.exceptions.TimeoutError("Timeout reading from socket") from None
-    except OSError as exc:
-        raise redis.exceptions.ConnectionError(f"Error while talking to Redis: {exc}") from None
+    data = _read(connection._sock)
     reply = _short(data) if data else _NOT_SHORT
     if reply is _NOT_SHORT:
         reply = receive_many(connection, 1, data)[0]
         if isinstance(reply, redis.exceptions.ResponseError):
             raise reply
-    elif connection.health_check_interval:
-        connection.next_health_check = time.monotonic() + connection.health_check_interval
+    else:
+        _answered(connection)
     return reply
+
+
+def _read(sock: Any) -> bytes:
+    """What one read brings, its failures as redis-py names them."""
+    try:
+        return sock.recv(_READ)
+    except socket.timeout:
+        raise redis.exceptions.TimeoutError("Timeout reading from socket") from None
+    except OSError as exc:
+        raise redis.exceptions.ConnectionError(f"Error while talking to Redis: {exc}") from None
+
+
+def _answered(connection: Any) -> None:
+    """The server answered: no health check is due before another interval, as in redis-py."""
+    if connection.health_check_interval:
+        connection.next_health_check = time.monotonic() + connection.health_check_interval
 
 
 def receive_many(connection: Any, count: int, data: Optional[bytes] = None) -> List[Any]:
@@ -99,28 +110,22 @@ def receive_many(connection: Any, count: int, data: Optional[bytes] = None) -> L
     sock = connection._sock
     replies: List[Any] = []
     at = 0
-    try:
-        if data is None:
-            data = sock.recv(_READ)
-        while True:
-            if not data:
-                raise redis.exceptions.ConnectionError("Connection closed by server.")
-            try:
-                while len(replies) < count:
-                    reply, at = _parse(data, at, connection)
-                    replies.append(reply)
-                break
-            except _Short:
-                more = sock.recv(_READ)
-                data = data + more if more else b""
-    except socket.timeout:
-        raise redis.exceptions.TimeoutError("Timeout reading from socket") from None
-    except OSError as exc:
-        raise redis.exceptions.ConnectionError(f"Error while talking to Redis: {exc}") from None
+    if data is None:
+        data = _read(sock)
+    while True:
+        if not data:
+            raise redis.exceptions.ConnectionError("Connection closed by server.")
+        try:
+            while len(replies) < count:
+                reply, at = _parse(data, at, connection)
+                replies.append(reply)
+            break
+        except _Short:
+            more = _read(sock)
+            data = data + more if more else b""
     if at != len(data):  # a reply nobody asked for: the connection is out of step
         raise redis.exceptions.ConnectionError("Protocol error: more replies than commands")
-    if connection.health_check_interval:
-        connection.next_health_check = time.monotonic() + connection.health_check_interval
+    _answered(connection)
     return replies
 
 
