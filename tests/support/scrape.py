@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from typing import Dict, FrozenSet, Tuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.servers import free_port
+
 __all__ = ["free_port", "scrape", "Samples"]
 
 Samples = Dict[Tuple[str, FrozenSet[Tuple[str, str]]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def scrape(port: int, host: str = "127.0.0.1") -> "Scraped":

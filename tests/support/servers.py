@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import re
 import shutil
 import signal
@@ -80,10 +81,37 @@ class TlsFiles:
         return options
 
 
+def _ephemeral_ports() -> range:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            low, high = (int(part) for part in handle.read().split())
+        return range(low, high + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)
+
+
+#: Its own source: a test that seeds ``random`` must not make two runs pick the same ports.
+_PICK = random.SystemRandom()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nobody listens on, outside the kernel's range for outgoing connections.
+
+    A port the kernel hands out for ``bind(0)`` comes from the same range as the local ports of
+    outgoing connections, so any of the run's many clients may take it before the server binds
+    it. Ports below that range are only ever taken by a listener asking for them by number.
+    """
+    ephemeral = _ephemeral_ports()
+    low, high = (20000, ephemeral.start) if ephemeral.start > 21000 else (ephemeral.stop, 65536)
+    for _ in range(200):
+        port = _PICK.randrange(low, high)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {low}-{high - 1}")
 
 
 def reachable(url: str, timeout: float = 0.5) -> bool:
