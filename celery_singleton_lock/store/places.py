@@ -19,7 +19,9 @@ it). ``lease_end`` and ``keep_until`` are the *server's* clock in ms since the e
 - **Lease.** A running or queued place lives until ``lease_end``; the holder's heartbeat
   moves it (``place_renew.lua``), as it extends a singleton lock's TTL. A holder that died
   stops renewing, and its place ends at ``lease_end``.
-- **Window.** ``keep_until`` is the grant's time plus the window. A released place stays
+- **Window.** ``keep_until`` is the grant's time plus the window, counted from the ms after
+  the grant (the clock is in whole ms, and the start may fall anywhere in its ms: no later
+  start may come less than a window after it). A released place stays
   (state ``released``) until then, so at most *limit* places are *taken* in any span of
   the window's length: a place ends at ``max(lease_end, keep_until)`` while held and at
   ``keep_until`` once released. A dead holder's place is kept until its window ends too.

@@ -95,6 +95,20 @@ def test_a_key_released_with_no_window_left_is_deleted_at_once(store, lock_redis
     assert lock_redis.exists(keys.lock) == 0
 
 
+def test_a_window_ends_a_whole_window_after_the_start_it_counts(store, lock_redis, prefix):
+    # The server keeps time in whole ms: a place granted within a ms must not count its window
+    # from the start of that ms, or the next start may come up to 1 ms less than a window later.
+    limit = Limit(1, 1_000)
+    layout = KeyLayout(prefix)
+    for n in range(50):
+        keys = limited(layout.keys("job", f"w{n}", "running"), limit)
+        seconds, micros = lock_redis.time()
+        asked_us = seconds * 1_000_000 + micros
+        assert isinstance(store.acquire(keys.lock, "a", 60_000, HOLDER, limit=limit), Grant)
+        window_end_ms = int(lock_redis.hget(keys.lock, "a").split()[3])
+        assert (window_end_ms - limit.window_ms) * 1_000 > asked_us
+
+
 def test_100000_distinct_keys_taken_once_leave_nothing_after_their_windows(store, lock_redis, prefix):
     # Given 100,000 distinct keys, each taken once under a 1 s window and released at once
     # (pipelined, 1,000 scripts a round trip, through the backend's own scripts)
@@ -112,7 +126,7 @@ def test_100000_distinct_keys_taken_once_leave_nothing_after_their_windows(store
         assert pipe.execute() == [1, 1] * 1_000
     # then the last one is there while its window holds, with a TTL of at most the window
     sample = limited(layout.keys("job", f"{100_000 - 1:x}", "running"), limit).lock
-    assert 0 < lock_redis.pttl(sample) <= 1_000
+    assert 0 < lock_redis.pttl(sample) <= 1_000 + 1  # the window counts from the next whole ms
     # and when the windows have passed, nothing but the bookkeeping (the fencing counters) is left
     wait_for(lambda: not _left(lock_redis, prefix), 30, interval=0.5, what="every place key to expire")
     assert len(list(lock_redis.scan_iter(match=f"{prefix}:*", count=10_000))) <= 16

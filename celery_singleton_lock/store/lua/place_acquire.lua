@@ -68,7 +68,12 @@ if opens or count + ahead >= limit then
   return reply
 end
 local lease = now + tonumber(ARGV[4])
-local keep = now + w
+-- The clock is in whole ms: the call may start up to 1 ms after now, so a window counts from
+-- the next ms, and no later start falls within w ms of this one.
+local keep = now
+if w > 0 then
+  keep = now + w + 1
+end
 if my_turn then
   redis.call('hdel', KEYS[1], '~t' .. ARGV[7])
 end
