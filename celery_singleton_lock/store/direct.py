@@ -183,7 +183,7 @@ class Direct:
             except IndexError:
                 return
             try:
-                reply: Any = wire.receive(connection)
+                reply: Any = wire.receive(connection, posted=True)
             except redis.exceptions.ResponseError as exc:
                 reply = exc  # the server answered: the connection is fine
             except BaseException as exc:  # lost, timed out, interrupted: out of step from here

@@ -15,6 +15,7 @@ as before.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from typing import Any, List, Optional, Tuple
@@ -65,18 +66,29 @@ def _short(data: bytes) -> Any:
 
 
 def send(connection: Any, packed: bytes) -> None:
-    """Write ``packed`` whole; its reply is :func:`receive`'s to read."""
+    """Write ``packed`` whole; its reply is :func:`receive`'s to read.
+
+    Written to the descriptor first: a socket with a timeout polls before every send, and a
+    command this short fits in the socket's buffer whole; only what did not fit goes through
+    the socket's own ``sendall``, which waits for room."""
+    sock = connection._sock
     try:
-        connection._sock.sendall(packed)
+        try:
+            done = os.write(sock.fileno(), packed)
+        except BlockingIOError:
+            done = 0
+        if done < len(packed):
+            sock.sendall(packed[done:])
     except socket.timeout:
         raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
     except OSError as exc:
         raise redis.exceptions.ConnectionError(f"Error while talking to Redis: {exc}") from None
 
 
-def receive(connection: Any) -> Any:
-    """The reply to the one command sent and not yet answered, as :func:`ask` returns it."""
-    data = _read(connection._sock)
+def receive(connection: Any, posted: bool = False) -> Any:
+    """The reply to the one command sent and not yet answered, as :func:`ask` returns it;
+    ``posted``: a command sent a while ago, whose reply is most likely in already."""
+    data = _read(connection._sock, posted)
     reply = _short(data) if data else _NOT_SHORT
     if reply is _NOT_SHORT:
         reply = receive_many(connection, 1, data)[0]
@@ -87,9 +99,16 @@ def receive(connection: Any) -> Any:
     return reply
 
 
-def _read(sock: Any) -> bytes:
-    """What one read brings, its failures as redis-py names them."""
+def _read(sock: Any, ready: bool = False) -> bytes:
+    """What one read brings, its failures as redis-py names them; ``ready``: the data is most
+    likely in, so it is read from the descriptor without the poll a socket with a timeout makes
+    first (and waited for only when it is not)."""
     try:
+        if ready:
+            try:
+                return os.read(sock.fileno(), _READ)
+            except BlockingIOError:
+                pass
         return sock.recv(_READ)
     except socket.timeout:
         raise redis.exceptions.TimeoutError("Timeout reading from socket") from None

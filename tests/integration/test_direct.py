@@ -256,6 +256,27 @@ def test_settle_reads_a_posted_reply_and_an_error_reply_keeps_the_connection(res
     ask.discard()
 
 
+def test_settle_waits_for_a_posted_reply_that_is_not_in_yet(resp2):
+    client, admin = _client(resp2), _client(resp2)
+    ask = Direct(client)
+    assert ask("SET", "k", "1") == "OK"
+    answers = []
+    admin.execute_command("CLIENT", "PAUSE", 300, "ALL")  # the reply comes in 0.3 s
+    assert ask.post(answers.append, "INCR", "k")
+    ask.settle()
+    assert answers == [2] and not ask.owes
+    assert ask("GET", "k") == "2"
+    ask.discard()
+
+
+def test_a_command_larger_than_the_socket_buffer_is_written_whole(server):
+    ask = Direct(_client(server))
+    value = "x" * (8 << 20)
+    assert ask("SET", "big", value) == "OK"
+    assert ask("STRLEN", "big") == len(value)
+    ask.discard()
+
+
 def test_a_connection_lost_before_the_reply_tells_the_poster_and_the_next_call_is_answered(resp2):
     client, admin = _client(resp2), _client(resp2)
     ask = Direct(client)
