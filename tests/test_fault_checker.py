@@ -3,14 +3,15 @@
 Given executions of one key as the campaign records them, more than ``lock_limit`` places
 held at once counts as an over-limit moment, told only when enough older holders learnt
 they lost their place; a window keeps a place after its body ended; a write is stale
-only once ``lock_limit`` newer fences had started.
+only once ``lock_limit`` newer fences had held places at once; a fence is smaller than one read
+before its execution started.
 """
 
 from __future__ import annotations
 
 from typing import List, Optional
 
-from bench.faults.checker import Execution, check_places, check_writes
+from bench.faults.checker import Execution, check_places, check_tokens, check_writes
 
 
 def _run(name: str, start: float, end: Optional[float], fence: int, lost_at: Optional[float] = None) -> Execution:
@@ -55,6 +56,24 @@ def test_a_write_is_stale_only_once_limit_newer_fences_had_started() -> None:
     runs[0].writes.append({"exec": "a", "key": "k", "t": 5.0, "fence": 1, "accepted": True, "lost": False})
     assert check_writes(runs, 3)["stale_accepted"] == 1
     assert check_writes(runs, 4)["stale_accepted"] == 0
+
+
+def test_a_newer_holder_that_let_go_before_the_next_came_leaves_an_older_writer_its_place() -> None:
+    # Given a limit of two: a holds a place throughout, b comes and goes, then c comes
+    runs = [_run("a", 0.0, 10.0, 1), _run("b", 1.0, 2.0, 2), _run("c", 3.0, 10.0, 3)]
+    runs[0].writes.append({"exec": "a", "key": "k", "t": 5.0, "fence": 1, "accepted": True, "lost": False})
+    # then a's write is not stale: two newer fences started, but never held places at once
+    assert check_writes(runs, 2)["stale_accepted"] == 0
+    # and with a window that kept b's place until after c came, a had surely lost its place
+    assert check_writes(runs, 2, window=5.0)["stale_accepted"] == 1
+
+
+def test_only_a_fence_read_before_an_execution_started_must_be_the_smaller() -> None:
+    a = Execution("a", "k", "a", 5, 0.0, 1.0, [], fenced=0.5)
+    b = Execution("b", "k", "b", 4, 0.2, 1.0, [], fenced=0.3)  # started before a read its fence
+    assert check_tokens([a, b])["token_regression"] == 0
+    c = Execution("c", "k", "c", 3, 0.6, 1.0, [], fenced=0.7)  # started after a and b had read theirs
+    assert check_tokens([a, b, c])["token_regression"] == 2
 
 
 def test_a_redelivered_copy_of_a_call_runs_in_that_calls_place() -> None:

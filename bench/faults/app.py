@@ -79,6 +79,7 @@ def body(task: Any, item: int, lock: Any = None, key: Optional[str] = None) -> s
               "pid": os.getpid(), "token": lock.token, "start": time.time()}
     try:
         record["fence"] = lock.fencing_token
+        record["fenced"] = time.time()
     except LockLostError:  # lost before its first write: no write may be made
         record["fence"] = None
         recorder.add("starts", record)

@@ -33,6 +33,8 @@ class Execution:
     start: float
     end: Optional[float]
     writes: List[dict] = field(default_factory=list)
+    #: When it had read its fence (None in a record that does not say: its start is taken).
+    fenced: Optional[float] = None
 
     @property
     def until(self) -> float:
@@ -43,7 +45,8 @@ class Execution:
 
 def executions(history: History) -> List[Execution]:
     ends = {e["exec"]: e["end"] for e in history.ends}
-    found = {s["exec"]: Execution(s["exec"], s["key"], s["task_id"], s.get("fence"), s["start"], ends.get(s["exec"]))
+    found = {s["exec"]: Execution(s["exec"], s["key"], s["task_id"], s.get("fence"), s["start"], ends.get(s["exec"]),
+                                  fenced=s.get("fenced"))
              for s in history.starts}
     for write in history.writes:
         if write["exec"] in found:
@@ -129,25 +132,35 @@ def check_places(runs: List[Execution], lost_signals: Iterable[dict], limit: int
             "overlap_examples": examples}
 
 
-def check_writes(runs: List[Execution], limit: int = 1) -> dict:
+def _holds_until(run: Execution, window: float) -> float:
+    """Until when an execution surely held its place: its body's end, or its window's end (less
+    :data:`CLOCK_SLACK`) if later."""
+    return max(run.start + max(window - CLOCK_SLACK, 0.0), run.until)
+
+
+def check_writes(runs: List[Execution], limit: int = 1, window: float = 0.0) -> dict:
     """Stale writes accepted and writes wrongly refused, judged against who had started when.
 
-    A write is stale when ``limit`` executions of its key with larger fences had started
-    before it (one, for a singleton lock); accepting one is a failure of fencing. A refusal
-    is wrong when fewer had.
+    A write is stale when its holder had surely lost its place before it: at some moment before
+    the write, ``limit`` executions of its key with larger fences held places at once (for a
+    singleton lock: one had started). Accepting one is a failure of fencing. A refusal is wrong
+    when no such moment came. A place is held from the start record to the body's end, or to
+    the window's end if later (:func:`_holds_until`); with a limit above one, a newer holder that
+    had let go before another came does not count, as its place was free again.
     """
     stale_accepted = stale_refused = wrongly_refused = accepted = 0
     examples: List[dict] = []
     for same in _by_key(runs).values():
         for run in same:
             for write in run.writes:
-                newer = sum(1 for o in same if o.fence is not None and o.fence > write["fence"]
-                            and o.start < write["t"]) >= limit
+                newer = [o for o in same if o.fence is not None and o.fence > write["fence"] and o.start < write["t"]]
+                stale = any(sum(1 for o in newer if o is came or o.start <= came.start < _holds_until(o, window))
+                            >= limit for came in newer)
                 accepted += write["accepted"]
-                if newer and write["accepted"]:
+                if stale and write["accepted"]:
                     stale_accepted += 1
                     examples.append({"kind": "stale accepted", **write})
-                elif newer:
+                elif stale:
                     stale_refused += 1
                 elif not write["accepted"]:
                     wrongly_refused += 1
@@ -157,13 +170,17 @@ def check_writes(runs: List[Execution], limit: int = 1) -> dict:
 
 
 def check_tokens(runs: List[Execution]) -> dict:
-    """Fences handed to two executions of one key (reuse), or lower for a later one (regression)."""
+    """Fences handed to two executions of one key (reuse), or a smaller one to an execution that
+    started after another had read its fence (regression). Holders of a limit above one read
+    their fences in any order against their start records: only a fence read before another
+    execution started must be the smaller."""
     reuse = regression = 0
     for same in _by_key(runs).values():
-        fences = [r.fence for r in same if r.fence is not None]  # in the order the executions started
-        reuse += sum(n - 1 for n in Counter(fences).values() if n > 1)
-        for i, earlier in enumerate(fences):
-            regression += sum(1 for later in fences[i + 1:] if later < earlier)
+        fenced = [r for r in same if r.fence is not None]
+        reuse += sum(n - 1 for n in Counter(r.fence for r in fenced).values() if n > 1)
+        for earlier in fenced:
+            read = earlier.fenced if earlier.fenced is not None else earlier.start
+            regression += sum(1 for later in fenced if later.start > read and later.fence < earlier.fence)
     return {"token_reuse": reuse, "token_regression": regression,
             "fence_refused": sum(1 for r in runs if r.fence is None)}
 

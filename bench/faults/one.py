@@ -169,7 +169,7 @@ def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
         result = {
             "fault": fault.name, "seed": seed, "messages": count, "nemesis_actions": outcome.get("actions", 0),
             "executions": len(runs), "completed": sum(1 for r in runs if r.end is not None),
-            **_exclusion(fault, history, runs), **checker.check_writes(runs, fault.limit),
+            **_exclusion(fault, history, runs), **checker.check_writes(runs, fault.limit, fault.window),
             **checker.check_tokens(runs),
             **checker.account(history, runs, states, queued, queue_left), **locks,
             "tracebacks": tracebacks(topology.logs), "lost_signals": len(history.lost),

@@ -32,9 +32,11 @@ for the quorum), apart from the broker and the history.
   `lock.lost` write, a refused fence or a `lock_lost` signal); the downstream store accepts a
   write while its fence is among the key's 3 (2) largest.
 - **stale accepted**: writes accepted although an execution of the key with a larger fence had
-  already started (as many as the limit, in the limited rows); **wrongly refused**: writes refused although none had.
-- **token reuse / regression**: one fence handed to two executions of a key; a later execution of
-  a key handed a smaller fence than an earlier one.
+  already started (in the limited rows: although as many as the limit, with larger fences, had
+  held places at once, each from its start to its body's or window's end); **wrongly refused**:
+  writes refused although none had.
+- **token reuse / regression**: one fence handed to two executions of a key; an execution of a
+  key that started after another had read its fence handed a smaller one.
 - **lost**: published messages (the publisher saw its own id back) that neither ran to the end,
   nor were skipped as duplicates, nor failed, nor are still queued, after the workers drained.
 - **locks left / no TTL**: keys under the lock prefix after the drain and a warm stop (fencing
