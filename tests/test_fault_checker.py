@@ -66,6 +66,11 @@ def test_a_newer_holder_that_let_go_before_the_next_came_leaves_an_older_writer_
     assert check_writes(runs, 2)["stale_accepted"] == 0
     # and with a window that kept b's place until after c came, a had surely lost its place
     assert check_writes(runs, 2, window=5.0)["stale_accepted"] == 1
+    # and a downstream store that refused a's write, having seen two larger fences, was cautious, not wrong
+    runs[0].writes[-1]["accepted"] = False
+    assert check_writes(runs, 2)["wrongly_refused"] == 0
+    runs[2] = _run("c", 6.0, 10.0, 3)  # c came after the write: one larger fence had started
+    assert check_writes(runs, 2)["wrongly_refused"] == 1
 
 
 def test_only_a_fence_read_before_an_execution_started_must_be_the_smaller() -> None:

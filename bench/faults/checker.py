@@ -141,12 +141,14 @@ def _holds_until(run: Execution, window: float) -> float:
 def check_writes(runs: List[Execution], limit: int = 1, window: float = 0.0) -> dict:
     """Stale writes accepted and writes wrongly refused, judged against who had started when.
 
-    A write is stale when its holder had surely lost its place before it: at some moment before
-    the write, ``limit`` executions of its key with larger fences held places at once (for a
-    singleton lock: one had started). Accepting one is a failure of fencing. A refusal is wrong
-    when no such moment came. A place is held from the start record to the body's end, or to
-    the window's end if later (:func:`_holds_until`); with a limit above one, a newer holder that
-    had let go before another came does not count, as its place was free again.
+    Each failure is counted only where it is sure. An accepted write is stale when its holder
+    had surely lost its place before it: at some moment before the write, ``limit`` executions
+    of its key with larger fences held places at once (for a singleton lock: one had started),
+    a place held from the start record to the body's end, or to the window's end if later
+    (:func:`_holds_until`). A refused write is wrong when fewer than ``limit`` executions with
+    larger fences had even started: the downstream store refuses once it has seen ``limit``
+    larger fences, which under a limit above one may also refuse a holder that kept its place
+    (newer holders that came one after another), and that refusal is the store's caution.
     """
     stale_accepted = stale_refused = wrongly_refused = accepted = 0
     examples: List[dict] = []
@@ -154,15 +156,15 @@ def check_writes(runs: List[Execution], limit: int = 1, window: float = 0.0) -> 
         for run in same:
             for write in run.writes:
                 newer = [o for o in same if o.fence is not None and o.fence > write["fence"] and o.start < write["t"]]
-                stale = any(sum(1 for o in newer if o is came or o.start <= came.start < _holds_until(o, window))
-                            >= limit for came in newer)
                 accepted += write["accepted"]
-                if stale and write["accepted"]:
-                    stale_accepted += 1
-                    examples.append({"kind": "stale accepted", **write})
-                elif stale:
+                if write["accepted"]:
+                    if any(sum(1 for o in newer if o is came or o.start <= came.start < _holds_until(o, window))
+                           >= limit for came in newer):
+                        stale_accepted += 1
+                        examples.append({"kind": "stale accepted", **write})
+                elif len(newer) >= limit:
                     stale_refused += 1
-                elif not write["accepted"]:
+                else:
                     wrongly_refused += 1
                     examples.append({"kind": "wrongly refused", **write})
     return {"writes": sum(len(r.writes) for r in runs), "accepted": accepted, "stale_accepted": stale_accepted,

@@ -34,7 +34,8 @@ for the quorum), apart from the broker and the history.
 - **stale accepted**: writes accepted although an execution of the key with a larger fence had
   already started (in the limited rows: although as many as the limit, with larger fences, had
   held places at once, each from its start to its body's or window's end); **wrongly refused**:
-  writes refused although none had.
+  writes refused although no execution with a larger fence had started (in the limited rows:
+  fewer than the limit).
 - **token reuse / regression**: one fence handed to two executions of a key; an execution of a
   key that started after another had read its fence handed a smaller one.
 - **lost**: published messages (the publisher saw its own id back) that neither ran to the end,
