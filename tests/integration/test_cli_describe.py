@@ -25,7 +25,8 @@ def _signals(events_redis, name):
                                             ("tests.integration.proj_signals", None)])
 def test_the_call_is_shown_only_when_the_app_describes_it(proj, start_worker, events_redis, app, described):
     start_worker(app=app)
-    holder = proj.sync.delay(42, payload="secret", duration=4.0)
+    # Long enough that it still holds its lock after a duplicate and three CLI runs on a loaded machine
+    holder = proj.sync.delay(42, payload="secret", duration=12.0)
     wait_started(events_redis, 1)
     assert proj.sync.delay(42).get(timeout=20) is None  # a duplicate, skipped
 
@@ -42,6 +43,6 @@ def test_the_call_is_shown_only_when_the_app_describes_it(proj, start_worker, ev
     acquired = wait_for(lambda: _signals(events_redis, "lock_acquired"), 10, what="lock_acquired")
     conflicts = _signals(events_redis, "lock_conflict")
     assert [s.get("description") for s in acquired + conflicts] == [described, described]
-    holder.get(timeout=20)
+    holder.get(timeout=30)
     released = wait_for(lambda: _signals(events_redis, "lock_released"), 10, what="lock_released")
     assert [s.get("description") for s in released] == [described]
