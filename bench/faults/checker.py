@@ -92,6 +92,12 @@ def check_overlaps(runs: List[Execution], lost_signals: Iterable[dict]) -> dict:
             "overlap_examples": examples}
 
 
+def _held_until(taken: float, run: Execution, window: float) -> float:
+    """Until when an execution whose place was taken at ``taken`` surely held it: its body's end,
+    or its window's end (less :data:`CLOCK_SLACK`) if later."""
+    return max(taken + max(window - CLOCK_SLACK, 0.0), run.until)
+
+
 def check_places(runs: List[Execution], lost_signals: Iterable[dict], limit: int, window: float,
                  taken: Mapping[str, float]) -> dict:
     """Moments a key had more than ``limit`` places held, and whether an older holder was told.
@@ -115,8 +121,7 @@ def check_places(runs: List[Execution], lost_signals: Iterable[dict], limit: int
         places = sorted(((taken.get(r.task_id, r.start), r) for r in same), key=lambda p: p[0])
         for i, (at, new) in enumerate(places):
             # One place per call: a redelivered copy of a call runs in that call's place.
-            held = [old for t, old in places[:i]
-                    if max(t + max(window - CLOCK_SLACK, 0.0), old.until) > at and old.task_id != new.task_id]
+            held = [old for t, old in places[:i] if _held_until(t, old, window) > at and old.task_id != new.task_id]
             if len({old.task_id for old in held}) < limit:
                 continue
             over += 1
@@ -132,34 +137,41 @@ def check_places(runs: List[Execution], lost_signals: Iterable[dict], limit: int
             "overlap_examples": examples}
 
 
-def _holds_until(run: Execution, window: float) -> float:
-    """Until when an execution surely held its place: its body's end, or its window's end (less
-    :data:`CLOCK_SLACK`) if later."""
-    return max(run.start + max(window - CLOCK_SLACK, 0.0), run.until)
+def _held_at_once(runs: List[Execution], since: Mapping[str, float], limit: int, window: float) -> bool:
+    """Whether ``limit`` of ``runs`` held places at one moment: as one of them took its place
+    (at ``since[exec]``), the others that had taken theirs still held them."""
+    for came in runs:
+        at = since[came.exec]
+        if sum(1 for o in runs if o is came or since[o.exec] <= at < _held_until(since[o.exec], o, window)) >= limit:
+            return True
+    return False
 
 
-def check_writes(runs: List[Execution], limit: int = 1, window: float = 0.0) -> dict:
+def check_writes(runs: List[Execution], limit: int = 1, window: float = 0.0,
+                 taken: Optional[Mapping[str, float]] = None) -> dict:
     """Stale writes accepted and writes wrongly refused, judged against who had started when.
 
     Each failure is counted only where it is sure. An accepted write is stale when its holder
     had surely lost its place before it: at some moment before the write, ``limit`` executions
     of its key with larger fences held places at once (for a singleton lock: one had started),
-    a place held from the start record to the body's end, or to the window's end if later
-    (:func:`_holds_until`). A refused write is wrong when fewer than ``limit`` executions with
-    larger fences had even started: the downstream store refuses once it has seen ``limit``
-    larger fences, which under a limit above one may also refuse a holder that kept its place
-    (newer holders that came one after another), and that refusal is the store's caution.
+    a place held from when it was taken (``taken[task_id]``, as in :func:`check_places`, else
+    the start record) to the body's end, or to the window's end if later (:func:`_held_until`).
+    A refused write is wrong when fewer than ``limit`` executions with larger fences had even
+    started: the downstream store refuses once it has seen ``limit`` larger fences, which under a
+    limit above one may also refuse a holder that kept its place (newer holders that came one
+    after another), and that refusal is the store's caution.
     """
+    taken = taken or {}
     stale_accepted = stale_refused = wrongly_refused = accepted = 0
     examples: List[dict] = []
     for same in _by_key(runs).values():
+        since = {o.exec: taken.get(o.task_id, o.start) for o in same}
         for run in same:
             for write in run.writes:
                 newer = [o for o in same if o.fence is not None and o.fence > write["fence"] and o.start < write["t"]]
                 accepted += write["accepted"]
                 if write["accepted"]:
-                    if any(sum(1 for o in newer if o is came or o.start <= came.start < _holds_until(o, window))
-                           >= limit for came in newer):
+                    if _held_at_once(newer, since, limit, window):
                         stale_accepted += 1
                         examples.append({"kind": "stale accepted", **write})
                 elif len(newer) >= limit:

@@ -103,13 +103,19 @@ def _completed(history: Any) -> List[str]:
     return [s["task_id"] for s in history.starts if s["exec"] in ended]
 
 
-def _exclusion(fault: Fault, history: Any, runs: List[checker.Execution]) -> dict:
+def _taken(fault: Fault, history: Any) -> Dict[str, float]:
+    """When a call's place was taken, where that is not its run's start: a window counts from
+    publish for queued_or_running."""
+    if not fault.window:
+        return {}
+    return {p["task_id"]: p["t"] for p in history.published if p["task"] == "faults.queued_or_running"}
+
+
+def _exclusion(fault: Fault, history: Any, runs: List[checker.Execution], taken: Dict[str, float]) -> dict:
     """Pairs of overlapping bodies for a singleton lock; places over the limit otherwise."""
     if fault.limit == 1 and not fault.window:
         return checker.check_overlaps(runs, history.lost)
-    # A window counts from publish for queued_or_running, from the run's start otherwise.
-    taken = {p["task_id"]: p["t"] for p in history.published if p["task"] == "faults.queued_or_running"}
-    return checker.check_places(runs, history.lost, fault.limit, fault.window, taken if fault.window else {})
+    return checker.check_places(runs, history.lost, fault.limit, fault.window, taken)
 
 
 def _publish_latest(fault: Fault, size: Size, topology: Topology, seed: int, nemesis: Callable[[], None]) -> None:
@@ -166,10 +172,11 @@ def run_one(fault: Fault, size: Size, seed: int, log: Log = _log) -> dict:
         history = load(topology.url(2))
         runs = checker.executions(history)
         states = result_states(topology.url(1), [p["task_id"] for p in history.published])
+        taken = _taken(fault, history)
         result = {
             "fault": fault.name, "seed": seed, "messages": count, "nemesis_actions": outcome.get("actions", 0),
             "executions": len(runs), "completed": sum(1 for r in runs if r.end is not None),
-            **_exclusion(fault, history, runs), **checker.check_writes(runs, fault.limit, fault.window),
+            **_exclusion(fault, history, runs, taken), **checker.check_writes(runs, fault.limit, fault.window, taken),
             **checker.check_tokens(runs),
             **checker.account(history, runs, states, queued, queue_left), **locks,
             "tracebacks": tracebacks(topology.logs), "lost_signals": len(history.lost),

@@ -18,6 +18,7 @@ from tests.support.contract import LONG_MS, Bench, _token, check, holder
 #: comes less than a window after another): a refusal may then name up to this much more.
 TICK_MS = 1
 
+
 def _keys(bench: Bench, limit: Limit) -> LockKeys:
     return limited(bench.keys(), limit)
 
