@@ -307,7 +307,8 @@ def keys_taken_once_leave_nothing_after_their_windows(bench: Bench) -> None:
     for keys in taken:
         _take(bench, keys.lock, _token("once"), limit)
         assert bench.backend.release(keys.lock, _token("once"))
-    assert all(bench.backend.holder(keys.lock) is not None for keys in taken[:5])
+        # each one still counted in its window just after its release
+        assert bench.backend.holder(keys.lock) is not None
     # When their windows have passed, then none holds a place (the store's own count is checked
     # per store: see the Redis tests and MemoryBackend.keys())
     bench.elapse(window + 50)
