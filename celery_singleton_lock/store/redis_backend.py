@@ -163,8 +163,12 @@ class RedisBackend:
     def post_release(self, key: str, token: str, completion: Optional[Completion],
                      answer: ReleaseAnswer) -> bool:
         """:class:`~.backend.PostsReleases`: on a kept plain connection (see :mod:`.direct`), for a
-        singleton lock."""
-        if self._ask is None or not self._release_loaded or places.is_places(key):
+        singleton lock.
+
+        Posted on the granting client's connection: the next task's acquire is written behind it
+        and one read takes both answers (:meth:`.Direct._after_posted`). A release needs no gate,
+        and a kept connection passed it when it was opened."""
+        if self._ask_grants is None or not self._release_loaded or places.is_places(key):
             return False
         keys, args = release_call(key, token, completion)
 
@@ -180,11 +184,11 @@ class RedisBackend:
                     reply = exc
             answer(reply if isinstance(reply, BaseException) else bool(reply))
 
-        return self._ask.post(answered, "EVALSHA", self._release.sha, len(keys), *keys, *args)
+        return self._ask_grants.post(answered, "EVALSHA", self._release.sha, len(keys), *keys, *args)
 
     def settle_posted(self) -> None:
-        if self._ask is not None and self._ask.owes:
-            self._ask.settle()
+        if self._ask_grants is not None and self._ask_grants.owes:
+            self._ask_grants.settle()
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         if places.is_places(key):
