@@ -60,12 +60,14 @@ def _storm(proj, events_redis):
 
 def _assert_storm_counted(port):
     runs = K_WAITED + N_PLAIN
-    # A scrape reads each type's file on its own, so a release can show in one and not yet in another
-    def settled(s):
-        return (s.value("singleton_lock_released_total") >= runs and s.value("singleton_lock_held_seconds_count") >= runs
-                and s.value("singleton_lock_held") == 0)
+    def settled():
+        # A scrape reads each type's file on its own, so a release can show in one and not yet in another
+        s = scrape(port)
+        return s if (s.value("singleton_lock_released_total") >= runs
+                     and s.value("singleton_lock_held_seconds_count") >= runs
+                     and s.value("singleton_lock_held") == 0) else None
 
-    got = wait_for(lambda: (lambda s: s if settled(s) else None)(scrape(port)), 10, what="every release to be counted")
+    got = wait_for(settled, 10, what="every release to be counted")
     assert got.by("singleton_lock_duplicates_total", "outcome") == {
         "skipped": M_SKIPPED, "raised": J_RAISED, "waited": K_WAITED}
     assert got.value("singleton_lock_duplicates_total", at="run") == M_SKIPPED + J_RAISED + K_WAITED
