@@ -401,12 +401,16 @@ def test_an_exception_raised_into_a_blocked_read_keeps_later_replies_in_step(red
 
 # -- a release posted without waiting for its answer ----------------------------------------------
 
-@pytest.fixture
-def posting(module_server):
-    """A store as :func:`connect` opens one: RESP2, so its kept connections go straight to the socket."""
+@pytest.fixture(params=["one client", "open_store"])
+def posting(module_server, request):
+    """A store whose kept connections go straight to the socket (RESP2): on one client, and as
+    :func:`open_store` builds it, with grants on a client of their own (the start gate), where
+    the release is posted on the granting connection so the next acquire's read takes its answer."""
     client = redis.Redis.from_url(module_server.url, protocol=2)
     client.flushall()
-    yield RedisBackend(client)
+    store = RedisBackend(client) if request.param == "one client" else open_store(module_server.url)
+    yield store
+    store.close()
     client.close()
 
 
@@ -430,28 +434,6 @@ def test_a_posted_release_lets_go_at_once_and_its_answer_comes_with_the_next_cal
     posting.settle_posted()
     assert answers == [True, False] and outside.exists(key)
     outside.close()
-
-
-def test_a_posted_release_rides_with_the_next_grant_as_open_store_builds_the_store(module_server):
-    """Grants go through a client of their own (the start gate): the next task's acquire is
-    written on the connection that owes the posted answer, and its read takes both."""
-    outside = redis.Redis.from_url(module_server.url)
-    outside.flushall()
-    store = open_store(module_server.url)
-    key, other = LAYOUT.lock("job", "rides"), LAYOUT.lock("job", "rides-next")
-    try:
-        assert isinstance(store.acquire(key, "a", 60_000, holder("a")), Grant)
-        assert store.release(key, "a")  # the first release finds the script loaded
-        assert isinstance(store.acquire(key, "a", 60_000, holder("a")), Grant)
-        answers = []
-        assert store.post_release(key, "a", None, answers.append)
-        wait_for(lambda: not outside.exists(key), 5, interval=0.005, what="the posted release applied")
-        assert answers == []
-        assert isinstance(store.acquire(other, "b", 60_000, holder("b")), Grant)
-        assert answers == [True]
-    finally:
-        store.close()
-        outside.close()
 
 
 def test_a_posted_release_after_the_script_cache_was_flushed_is_asked_again(posting, module_server):
