@@ -83,7 +83,12 @@ class Attempt:
         A lock store that started a moment ago grants nothing yet: the ask waits, in place,
         for its window to pass (a few seconds at most, see :func:`~.store.wait_for_gate`).
         """
-        return wait_for_gate(self._ask, self._waits_for_young_store)
+        try:
+            return wait_for_gate(self._ask, self._waits_for_young_store)
+        finally:
+            # A release held back for this ask went with it, unless the ask went elsewhere (another
+            # connection, another store): then it goes now, before a body or a wait that may be long.
+            self.runtime.held_releases.write_now()
 
     def _ask(self) -> Tuple[Union[Grant, Conflict], float]:
         started = time.monotonic()

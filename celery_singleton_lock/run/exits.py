@@ -94,16 +94,23 @@ def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Op
 
     With ``answer_later``, where the store can (:class:`~.store.PostsReleases`), the release is
     sent and its answer reported when this process next reads from the store (``None`` then):
-    Redis lets go at once all the same, and the worker does not sleep waiting for a reply.
+    Redis lets go at once all the same, and the worker does not sleep waiting for a reply. In
+    a solo worker it is sent with the next task's acquire, or within a few ms when none comes
+    (:mod:`~.runtime.held_releases`).
     """
     runtime.renewer.drop(lease)
     if exit == TERMINATED:
         return False  # the main process releases it (release_for_child), and says why
     post = getattr(runtime.store, "post_release", None) if answer_later else None
     if post is not None:
+        held = runtime.held_releases
+        hold_back = held.holds_back()
         try:
             if post(lease.key, lease.token, completion,
-                    lambda answer: _answered(runtime, lease, task, task_id, completion, exit, answer)):
+                    lambda answer: _answered(runtime, lease, task, task_id, completion, exit, answer),
+                    hold_back=hold_back):
+                if hold_back:
+                    held.held()
                 return None
         except STORE_ERRORS:
             pass  # nothing or part of it written: asked again below, on another connection

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from .. import signals
 from . import holds
 from .childwatch import ChildWatch
+from .held_releases import HeldReleases
 from ..calls.describe import describe_enabled
 from ..metrics import enable_metrics
 from ..config.settings import AppSettings, broker_url, resolve_settings
@@ -39,6 +40,8 @@ class LockRuntime:
         # One Redis, a Redis Cluster, Sentinel's master, or a quorum of masters (a list of URLs).
         self.store: LockBackend = settings.backend or open_store(settings.url, settings.transport_options)
         self.renewer = Renewer(self.store, on_lost=self.report_lost)
+        #: Releases held back to ride with the next acquire, in a worker whose loop runs tasks.
+        self.held_releases = HeldReleases(app, self.store)
         self.hostname = socket.gethostname()
         self._child_watch: Optional[ChildWatch] = None
         #: After how long the broker hands an unacknowledged message out again while its first
@@ -72,6 +75,7 @@ class LockRuntime:
 
     def close(self) -> None:
         """Stop the heartbeat and the child watch, and drop connections (tests, shutdown)."""
+        self.held_releases.detach()
         self.renewer.close()
         if self._child_watch is not None:
             self._child_watch.close()

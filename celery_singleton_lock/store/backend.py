@@ -261,12 +261,16 @@ class PostsReleases(Protocol):
     task). Optional: a caller looks for :meth:`post_release` and releases as usual without it."""
 
     def post_release(self, key: str, token: str, completion: Optional[Completion],
-                     answer: ReleaseAnswer) -> bool:
+                     answer: ReleaseAnswer, hold_back: bool = False) -> bool:
         """Send :meth:`LockBackend.release` now, the store applying it as it arrives; ``answer`` is
         told its result when this process's next call on that connection reads it (in a worker,
-        the next task's release: grants go through a connection of their own), or at
-        :meth:`settle_posted`. ``False``, with nothing sent, where it cannot."""
+        the next task's acquire), or at :meth:`settle_posted`. ``False``, with nothing sent,
+        where it cannot. ``hold_back``: sent with that next call instead, in one write, unless
+        :meth:`flush_posted` (which the caller must make sure comes soon) sends it first."""
 
     def settle_posted(self) -> None:
-        """Read every posted release's answer now and tell its ``answer``."""
+        """Read every posted release's answer now (sending any still held back) and tell its ``answer``."""
+
+    def flush_posted(self) -> None:
+        """Send every posted release still held back; the answers are read as usual."""
 

@@ -16,7 +16,10 @@ fork starts from an empty list: the parent's sockets are not the child's.
 A command whose answer can wait (a task's release: Redis applies it as it arrives, and the
 worker need not sleep until it hears back) is posted (:meth:`Direct.post`): written now, its
 reply read by this process's next call, or by :meth:`Direct.settle` (the heartbeat thread's
-tick), and handed to the poster's ``answer``.
+tick), and handed to the poster's ``answer``. A post may also be held back: then it is
+written in one piece with this process's next call on the connection, which saves the
+store's waking up for it alone, or by :meth:`Direct.flush`, whichever comes first; the
+poster says when the flush is due.
 """
 
 from __future__ import annotations
@@ -36,25 +39,8 @@ logger = logging.getLogger("celery_singleton_lock")
 #: Told a posted command's reply: the parsed reply, or the exception reading it raised (an
 #: error reply, or a connection lost before the reply came).
 Answer = Callable[[Any], None]
-
-
-def _resp(args: Sequence[Any], encoding: str) -> Optional[bytes]:
-    """A command of text and whole numbers in RESP, in one pass (redis-py's packer encodes each
-    argument through a call of its own); ``None`` for any other argument (a subclass of ``str``
-    or ``int`` too), which redis-py packs."""
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        kind = type(arg)
-        if kind is str:
-            data = arg.encode(encoding)
-        elif kind is int:
-            data = b"%d" % arg
-        elif kind is bytes:
-            data = arg
-        else:
-            return None
-        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
-    return b"".join(parts)
+#: A posted command: its connection, whom to tell its reply, and its bytes while they are held back.
+_Owed = Tuple[Any, Answer, bytes]
 
 
 class _Forks:
@@ -79,8 +65,9 @@ class Direct:
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
         self._idle: List[Any] = []
-        #: Connections with a posted command's reply still to read, each with whom to tell.
-        self._owed: List[Tuple[Any, Answer]] = []
+        #: Connections with a posted command's reply still to read, each with whom to tell (and
+        #: the command itself while it is held back).
+        self._owed: List[_Owed] = []
         self._forks = _Forks.count
         kwargs = self._pool.connection_kwargs
         # Packed here only as redis-py would pack it: its encoder, strict about bad text.
@@ -90,7 +77,7 @@ class Direct:
     def __call__(self, *args: Any) -> Any:
         """Send one command and return redis-py's parsed reply; raises redis-py's errors."""
         self._own()
-        packed = None if self._encoding is None else _resp(args, self._encoding)
+        packed = None if self._encoding is None else wire.pack(args, self._encoding)
         if self._owed:
             if packed is not None:
                 done, reply = self._after_posted(packed)
@@ -132,11 +119,11 @@ class Direct:
         wait where a posted reply not in yet would take two. ``(False, None)`` when the command is
         still to be asked (none owed here, or the connection broke)."""
         try:
-            connection, answer = self._owed.pop()
+            connection, answer, held = self._owed.pop()
         except IndexError:
             return False, None
         try:
-            wire.send(connection, packed)
+            wire.send(connection, held + packed if held else packed)
             earlier, reply = wire.receive_many(connection, 2)
         except BaseException as exc:
             self._drop(connection)
@@ -151,27 +138,53 @@ class Direct:
             raise reply
         return True, reply
 
-    def post(self, answer: Answer, *args: Any) -> bool:
+    def post(self, answer: Answer, *args: Any, hold_back: bool = False) -> bool:
         """Write one command now and leave its reply for later (see the module's docstring);
         false, with nothing sent, where that cannot be done (no kept plain RESP2 connection
-        idle, arguments redis-py would pack): then ask as usual."""
+        idle, arguments redis-py would pack): then ask as usual. ``hold_back``: written with the
+        next call instead, or by :meth:`flush`, which the caller must make sure comes soon."""
         self._own()
         if self._owed:
             self.settle()
-        packed = None if self._encoding is None else _resp(args, self._encoding)
+        packed = None if self._encoding is None else wire.pack(args, self._encoding)
         connection = self._kept() if packed is not None else None
         if connection is None or packed is None:
             return False
         if not wire.speaks_for(connection):
             self._idle.append(connection)
             return False
+        if hold_back:
+            self._owed.append((connection, answer, packed))
+            return True
         try:
             wire.send(connection, packed)
         except BaseException:  # nothing or part of it written: the caller asks again, elsewhere
             self._drop(connection)
             raise
-        self._owed.append((connection, answer))
+        self._owed.append((connection, answer, b""))
         return True
+
+    def flush(self) -> None:
+        """Write every posted command still held back; their replies stay owed, as for any post."""
+        self._own()
+        written: List[_Owed] = []
+        while True:
+            try:
+                connection, answer, held = self._owed.pop()
+            except IndexError:
+                break
+            if held:
+                try:
+                    wire.send(connection, held)
+                except BaseException as exc:
+                    self._drop(connection)
+                    _tell(answer, exc)  # its poster asks again, elsewhere, as for a lost reply
+                    if not isinstance(exc, Exception):
+                        self._owed.extend(written)
+                        raise
+                    continue
+            written.append((connection, answer, b""))
+        self._owed.extend(written)
 
     def settle(self) -> None:
         """Read every posted command's reply and tell its poster (the connections go back to
@@ -179,11 +192,13 @@ class Direct:
         self._own()
         while True:
             try:
-                connection, answer = self._owed.pop()
+                connection, answer, held = self._owed.pop()
             except IndexError:
                 return
             try:
-                reply: Any = wire.receive(connection, posted=True)
+                if held:
+                    wire.send(connection, held)
+                reply: Any = wire.receive(connection, posted=not held)
             except redis.exceptions.ResponseError as exc:
                 reply = exc  # the server answered: the connection is fine
             except BaseException as exc:  # lost, timed out, interrupted: out of step from here
@@ -200,6 +215,12 @@ class Direct:
         """Whether a posted command's reply is still to read (by this process)."""
         self._own()
         return bool(self._owed)
+
+    @property
+    def holds_back(self) -> bool:
+        """Whether a posted command is still to write (by this process)."""
+        self._own()
+        return any(held for _, _, held in self._owed)
 
     def script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """EVALSHA of a registered :class:`~redis.commands.core.Script`, loaded again on NOSCRIPT."""

@@ -161,7 +161,7 @@ class RedisBackend:
         return released
 
     def post_release(self, key: str, token: str, completion: Optional[Completion],
-                     answer: ReleaseAnswer) -> bool:
+                     answer: ReleaseAnswer, hold_back: bool = False) -> bool:
         """:class:`~.backend.PostsReleases`: on a kept plain connection (see :mod:`.direct`), for a
         singleton lock.
 
@@ -184,11 +184,16 @@ class RedisBackend:
                     reply = exc
             answer(reply if isinstance(reply, BaseException) else bool(reply))
 
-        return self._ask_grants.post(answered, "EVALSHA", self._release.sha, len(keys), *keys, *args)
+        return self._ask_grants.post(answered, "EVALSHA", self._release.sha, len(keys), *keys, *args,
+                                     hold_back=hold_back)
 
     def settle_posted(self) -> None:
         if self._ask_grants is not None and self._ask_grants.owes:
             self._ask_grants.settle()
+
+    def flush_posted(self) -> None:
+        if self._ask_grants is not None and self._ask_grants.owes:
+            self._ask_grants.flush()
 
     def mark_redelivered(self, key: str, task_id: str) -> bool:
         if places.is_places(key):

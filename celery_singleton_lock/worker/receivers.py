@@ -19,6 +19,7 @@ from ..exceptions import ConfigurationError
 from ..run.exits import release_all, release_enqueue_lock
 from ..metrics import serve_worker_metrics, stop_worker_metrics
 from .pool_watch import forget_pool, in_pool_process, watch_pool
+from .solo_releases import hold_releases_in_loop, write_held_releases
 from .start_check import check_lock_store
 
 __all__ = ["connect_receivers"]
@@ -61,6 +62,10 @@ def on_worker_ready(sender: Any = None, **kwargs: Any) -> None:
     except Exception:
         logger.exception("singleton lock: watching the pool's processes failed; a shared hold of a pool process "
                          "that dies ends within its ttl")
+    try:
+        hold_releases_in_loop(app, sender)
+    except Exception:
+        logger.exception("singleton lock: releases are written one by one in this worker")
 
 
 def on_worker_process_init(sender: Any = None, **kwargs: Any) -> None:
@@ -78,6 +83,7 @@ def on_worker_shutdown(sender: Any = None, **kwargs: Any) -> None:
         if isinstance(request, LockedRequest):
             request.release_for_child("worker shutdown", shutdown=True)
     app = getattr(sender, "app", None) or current_app
+    write_held_releases(app)
     release_all(app, "worker shutdown")
     stop_worker_metrics(app)
     forget_pool()

@@ -19,3 +19,15 @@ def says_its_end(self, key, duration=0.3):
     events().rpush("prompt:started", json.dumps({"key": key, "lock": self.lock.key}))
     time.sleep(duration)  # the test is watching the lock key by now
     events().rpush("prompt:ended", json.dumps({"key": key, "end": time.time()}))
+
+
+@app.task(shared=False)
+def plain_follower(duration):
+    """A task without a lock, long enough that a release still waiting for a next acquire would show."""
+    time.sleep(duration)
+
+
+@app.task(shared=False, base=LockedTask, lock_key=(), lock_limit=2)
+def places_follower(duration):
+    """A task whose acquire is one of a key's places: a script of its own, not the singleton's SET."""
+    time.sleep(duration)

@@ -362,3 +362,83 @@ def test_a_call_after_a_post_waits_once_for_both_replies_in_order(resp2):
     assert answers[-1] == "51" and not ask.owes
     assert _connections(admin, "both") == 1
     ask.discard()
+
+
+# -- a held-back post: written with the next call, or by flush -------------------------------------
+
+def test_a_held_back_post_rides_with_the_next_call_in_one_write(resp2):
+    client, admin = _client(resp2, client_name="riding"), _client(resp2)
+    ask = Direct(client)
+    assert ask("SET", "k", "1") == "OK"
+    answers = []
+    assert ask.post(answers.append, "INCR", "k", hold_back=True)
+    assert ask.owes and ask.holds_back
+    assert admin.get("k") == "1"  # nothing sent yet
+    assert ask("GET", "k") == "2"  # sent in front of the call: applied first, both replies read
+    assert answers == [2] and not ask.owes and not ask.holds_back
+    assert _connections(admin, "riding") == 1
+    ask.discard()
+
+
+def test_flush_writes_a_held_back_post_and_its_reply_stays_owed(resp2):
+    client, admin = _client(resp2), _client(resp2)
+    ask = Direct(client)
+    assert ask("SET", "k", "1") == "OK"
+    answers = []
+    assert ask.post(answers.append, "INCR", "k", hold_back=True)
+    ask.flush()
+    assert _eventually(lambda: admin.get("k") == "2")
+    assert ask.owes and not ask.holds_back and answers == []
+    ask.flush()  # nothing left to write: the command is not sent twice
+    assert ask("GET", "k") == "2" and answers == [2]
+    ask.discard()
+
+
+def test_settle_writes_a_held_back_post_then_reads_its_reply(resp2):
+    ask = Direct(_client(resp2))
+    assert ask("SET", "k", "1") == "OK"
+    answers = []
+    assert ask.post(answers.append, "INCR", "k", hold_back=True)
+    ask.settle()
+    assert answers == [2] and not ask.owes
+    ask.discard()
+
+
+def test_a_held_back_post_whose_connection_broke_tells_its_poster(resp2):
+    client, admin = _client(resp2, client_name="broken"), _client(resp2)
+    ask = Direct(client)
+    assert ask("SET", "k", "1") == "OK"
+    answers = []
+    assert ask.post(answers.append, "INCR", "k", hold_back=True)
+    assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+    ask.flush()  # the write may fail, or succeed into a socket the server closed
+    ask.settle()  # the reply never comes
+    assert len(answers) == 1 and isinstance(answers[0], redis.exceptions.ConnectionError)
+    assert ask("GET", "k") == "1"  # never applied; the next call is answered on a fresh connection
+    ask.discard()
+
+
+def test_a_fork_child_never_writes_its_parents_held_back_post(resp2):
+    import os
+
+    client, admin = _client(resp2), _client(resp2)
+    ask = Direct(client)
+    assert ask("SET", "k", "1") == "OK"
+    answers = []
+    assert ask.post(answers.append, "INCR", "k", hold_back=True)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        code = 0
+        try:
+            ask.flush()
+            ask.settle()
+            code = 0 if not ask.holds_back and ask("GET", "k") == "1" and answers == [] else 3
+        except BaseException:
+            code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert admin.get("k") == "1"
+    ask.settle()
+    assert answers == [2] and admin.get("k") == "2"
+    ask.discard()

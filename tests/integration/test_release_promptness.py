@@ -60,3 +60,35 @@ def test_a_released_lock_is_gone_at_once_when_nothing_follows(prompt_proj, start
 
     assert all(d < HEARTBEAT for d in delays), delays
     assert sorted(delays)[TASKS // 2] < PROMPT, delays
+
+
+@pytest.mark.parametrize("follower", ["plain_follower", "places_follower"])
+def test_in_a_solo_worker_a_release_goes_before_the_next_tasks_body(prompt_proj, start_worker, lock_redis,
+                                                                      events_redis, follower):
+    """A solo worker sends a release with the next task's acquire: a next task without one (or whose
+    acquire went another way) must not keep it waiting while its body runs."""
+    start_worker(pool="solo", concurrency=1, app=APP)
+    _gone_after_end(prompt_proj, lock_redis, events_redis, 0)  # the worker is warm
+    delays = []
+    for n in range(1, 4):
+        followed = _followed(prompt_proj, lock_redis, events_redis, n, getattr(prompt_proj, follower))
+        delays.append(followed)
+    assert sorted(delays)[1] < PROMPT, delays
+
+
+def _followed(proj, lock_redis, events_redis, n: int, follower) -> float:
+    """``_gone_after_end`` with a 2 s task queued right behind the locked one."""
+    result = proj.says_its_end.delay(f"k{n}", 0.2)
+    after = follower.delay(2.0)
+    started = wait_for(lambda: events_redis.lindex("prompt:started", n), 20, interval=0.005,
+                       what=f"task {n} to start")
+    key = json.loads(started)["lock"]
+    deadline = time.monotonic() + 10
+    while lock_redis.exists(key):
+        assert time.monotonic() < deadline, f"lock {key} still held 10 s after its task started"
+        time.sleep(0.001)
+    gone = time.time()
+    ended = json.loads(wait_for(lambda: events_redis.lindex("prompt:ended", n), 10, what=f"task {n}'s end"))
+    result.get(timeout=10)
+    after.get(timeout=10)
+    return gone - ended["end"]
