@@ -11,7 +11,8 @@ loop's thread, because that loop can be asked to call back when it next has a mo
   its acquire, when that acquire went elsewhere);
 * any other task writes it before its body runs (``task_prerun``);
 * the loop writes it from a timer :attr:`HeldReleases.delay` after it was held back, so a
-  worker that goes idle lets go within that delay;
+  worker that goes idle lets go within that delay (a busy one's timer finds the release
+  held back a moment ago, and lets it wait for the next task);
 * worker shutdown writes it, and the heartbeat thread's tick reads (and so writes) every
   posted release in any case.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import weakref
 from typing import Any, Optional
 
@@ -48,6 +50,7 @@ class HeldReleases:
         self._hub: Any = None
         self._thread: Optional[int] = None
         self._armed = False
+        self._since = 0.0
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: (ref() is not None) and ref()._forget())  # type: ignore
 
@@ -68,7 +71,8 @@ class HeldReleases:
             return
         self._hub, self._thread = None, None
         task_prerun.disconnect(dispatch_uid=f"singleton_lock.held.{id(self)}")
-        self._write()
+        if self._armed:
+            self._write()
 
     def holds_back(self) -> bool:
         """Whether a release made now may be held back: in the loop's thread only."""
@@ -76,17 +80,27 @@ class HeldReleases:
 
     def held(self) -> None:
         """A release was held back: the loop writes it after :attr:`delay`, unless a task does first."""
+        self._since = time.monotonic()
         if not self._armed and self._hub is not None:
             self._armed = True
-            self._hub.call_later(self.delay, self._write)
+            self._hub.call_later(self.delay, self._due)
 
     def write_now(self) -> None:
         """Write what is held back (if anything may be)."""
         if self._armed:
             self._store.flush_posted()  # type: ignore[attr-defined]
 
+    def _due(self) -> None:
+        """The loop's timer: a release held back less than :attr:`delay` ago (a busy worker's last
+        task just ended) still waits for the next task, until its own delay is up."""
+        wait = self._since + self.delay - time.monotonic()
+        if wait > 0 and self._hub is not None:
+            self._hub.call_later(wait, self._due)
+            return
+        self._armed = False  # one timer at a time: only the timer itself disarms
+        self._write()
+
     def _write(self) -> None:
-        self._armed = False
         try:
             self._store.flush_posted()  # type: ignore[attr-defined]
         except Exception:  # a failed write tells the release's own answer; the loop must go on
