@@ -149,13 +149,22 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
         else:
             release_after_run(runtime, lease, attempt.task, attempt.request.id,
                               attempt.completion(time.monotonic() - started, raised), exit_of(raised),
-                              answer_later=_answer_later(attempt.request))
+                              answer_later=_answer_later(attempt.request),
+                              may_wait=raised is None and _unobserved(attempt.task, attempt.request))
 
 
 def _answer_later(request: Any) -> bool:
     """Whether the release's answer may come after the task: not in an eager run, nor where a
     receiver of ``lock_released`` or ``lock_lost`` is connected (it hears at once)."""
     return not (request.is_eager or signals.lock_released.receivers or signals.lock_lost.receivers)
+
+
+def _unobserved(task: Any, request: Any) -> bool:
+    """Whether nobody learns of this run's end through Celery: no result stored, nothing linked to
+    it. Only then may its release wait a few ms for the next task's acquire: a stored result or a
+    chain's next link must never find the lock still held."""
+    return (bool(task.ignore_result) and getattr(request, "ignore_result", None) is not False
+            and not (request.callbacks or request.errbacks or request.chain or request.chord or request.group))
 
 
 def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any],

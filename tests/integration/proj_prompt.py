@@ -14,11 +14,22 @@ from tests.integration.proj import *  # noqa: F401,F403 - the app and its tasks
 from tests.integration.proj import app, events
 
 
-@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, lock_heartbeat=1)
-def says_its_end(self, key, duration=0.3):
-    events().rpush("prompt:started", json.dumps({"key": key, "lock": self.lock.key}))
+def _says_its_end(task, key, duration):
+    events().rpush("prompt:started", json.dumps({"key": key, "lock": task.lock.key}))
     time.sleep(duration)  # the test is watching the lock key by now
     events().rpush("prompt:ended", json.dumps({"key": key, "end": time.time()}))
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, lock_heartbeat=1)
+def says_its_end(self, key, duration=0.3):
+    _says_its_end(self, key, duration)
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), lock_ttl=3, lock_heartbeat=1,
+          ignore_result=True)
+def says_its_end_quietly(self, key, duration=0.3):
+    """The same with no result stored: nobody learns of its end through Celery."""
+    _says_its_end(self, key, duration)
 
 
 @app.task(shared=False)
