@@ -79,7 +79,9 @@ def lock_path(lock_url: str) -> str:
     ask = direct_for(client)
     try:
         if ask is not None and ask.short_way():
-            return "straight to the kept connections' sockets (plain TCP, RESP2: `store/wire.py`)"
+            return ("straight to the kept connections' sockets (plain TCP, RESP2: `store/wire.py`); the solo "
+                    "worker wrote a release with the next task's acquire (these tasks store no result: "
+                    "`runtime/held_releases.py`), prefork pool processes each release as its task ends")
         return "through redis-py's connections (TLS, Sentinel, RESP3 or a Cluster: the short way does not apply)"
     finally:
         if ask is not None:
