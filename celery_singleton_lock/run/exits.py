@@ -89,13 +89,13 @@ def exit_for_child(task_id: Optional[str], error: Any = None, shutdown: bool = F
 
 def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Optional[str],
                       completion: Optional[Completion] = None, exit: str = "success",
-                      answer_later: bool = False, may_wait: bool = False) -> Optional[bool]:
+                      answer_later: bool = False, hold_back: bool = False) -> Optional[bool]:
     """Stop renewing, compare-and-delete by token, and report what Redis answered.
 
     With ``answer_later``, where the store can (:class:`~.store.PostsReleases`), the release is
     sent and its answer reported when this process next reads from the store (``None`` then):
     Redis lets go at once all the same, and the worker does not sleep waiting for a reply. In
-    a solo worker, with ``may_wait`` (nobody learns of the run's end through Celery), it is sent
+    a solo worker, with ``hold_back`` (nobody learns of the run's end through Celery), it is sent
     with the next task's acquire, or within a few ms when none comes (:mod:`~.runtime.held_releases`).
     """
     runtime.renewer.drop(lease)
@@ -103,14 +103,12 @@ def release_after_run(runtime: LockRuntime, lease: Lease, task: Any, task_id: Op
         return False  # the main process releases it (release_for_child), and says why
     post = getattr(runtime.store, "post_release", None) if answer_later else None
     if post is not None:
-        held = runtime.held_releases
-        hold_back = may_wait and held.holds_back()
         try:
             if post(lease.key, lease.token, completion,
                     lambda answer: _answered(runtime, lease, task, task_id, completion, exit, answer),
                     hold_back=hold_back):
                 if hold_back:
-                    held.held()
+                    runtime.held_releases.held()
                 return None
         except STORE_ERRORS:
             pass  # nothing or part of it written: asked again below, on another connection

@@ -150,7 +150,8 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
             release_after_run(runtime, lease, attempt.task, attempt.request.id,
                               attempt.completion(time.monotonic() - started, raised), exit_of(raised),
                               answer_later=_answer_later(attempt.request),
-                              may_wait=raised is None and _unobserved(attempt.task, attempt.request))
+                              hold_back=raised is None and runtime.held_releases.holds_back()
+                              and _unobserved(attempt.task, attempt.request))
 
 
 def _answer_later(request: Any) -> bool:

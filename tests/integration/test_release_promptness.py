@@ -35,9 +35,11 @@ def prompt_proj(test_env: Dict[str, str], suite_servers, events_redis) -> Iterat
     drop_runtime(module.app)
 
 
-def _gone_after_end(proj, lock_redis, events_redis, n: int, task: str = "says_its_end") -> float:
-    """Seconds from the body's recorded end to the first poll that found its lock key gone."""
-    result = getattr(proj, task).delay(f"k{n}")
+def _gone_after_end(proj, lock_redis, events_redis, n: int, task: str = "says_its_end", follower=None) -> float:
+    """Seconds from the body's recorded end to the first poll that found its lock key gone; with
+    ``follower``, a 2 s task of it queued right behind."""
+    result = getattr(proj, task).delay(f"k{n}", 0.2 if follower is not None else 0.3)
+    after = follower.delay(2.0) if follower is not None else None
     started = wait_for(lambda: events_redis.lindex("prompt:started", n), 20, interval=0.005,
                        what=f"task {n} to start")
     key = json.loads(started)["lock"]
@@ -49,6 +51,8 @@ def _gone_after_end(proj, lock_redis, events_redis, n: int, task: str = "says_it
     ended = json.loads(wait_for(lambda: events_redis.lindex("prompt:ended", n), 10, what=f"task {n}'s end"))
     if not result.ignored:
         result.get(timeout=10)
+    if after is not None:
+        after.get(timeout=10)
     return gone - ended["end"]
 
 
@@ -67,33 +71,13 @@ def test_a_released_lock_is_gone_at_once_when_nothing_follows(prompt_proj, start
 @pytest.mark.parametrize("follower", ["plain_follower", "places_follower"])
 def test_in_a_solo_worker_a_release_goes_before_the_next_tasks_body(prompt_proj, start_worker, lock_redis,
                                                                       events_redis, follower):
-    """A solo worker sends a release with the next task's acquire: a next task without one (or whose
-    acquire went another way) must not keep it waiting while its body runs."""
+    """A solo worker sends the release of a task that stores no result with the next task's acquire: a
+    next task without one (or whose acquire went another way) must not keep it waiting while its body runs."""
     start_worker(pool="solo", concurrency=1, app=APP)
     _gone_after_end(prompt_proj, lock_redis, events_redis, 0, "says_its_end_quietly")  # the worker is warm
-    delays = []
-    for n in range(1, 4):
-        followed = _followed(prompt_proj, lock_redis, events_redis, n, getattr(prompt_proj, follower))
-        delays.append(followed)
+    delays = [_gone_after_end(prompt_proj, lock_redis, events_redis, n, "says_its_end_quietly",
+                              getattr(prompt_proj, follower)) for n in range(1, 4)]
     assert sorted(delays)[1] < PROMPT, delays
-
-
-def _followed(proj, lock_redis, events_redis, n: int, follower) -> float:
-    """``_gone_after_end`` with a 2 s task queued right behind the locked one (whose release may wait
-    for a next task: it stores no result)."""
-    proj.says_its_end_quietly.delay(f"k{n}", 0.2)
-    after = follower.delay(2.0)
-    started = wait_for(lambda: events_redis.lindex("prompt:started", n), 20, interval=0.005,
-                       what=f"task {n} to start")
-    key = json.loads(started)["lock"]
-    deadline = time.monotonic() + 10
-    while lock_redis.exists(key):
-        assert time.monotonic() < deadline, f"lock {key} still held 10 s after its task started"
-        time.sleep(0.001)
-    gone = time.time()
-    ended = json.loads(wait_for(lambda: events_redis.lindex("prompt:ended", n), 10, what=f"task {n}'s end"))
-    after.get(timeout=10)
-    return gone - ended["end"]
 
 
 def test_in_a_solo_worker_a_stored_result_never_finds_its_lock_still_held(prompt_proj, start_worker, lock_redis,
