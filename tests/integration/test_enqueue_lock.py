@@ -124,7 +124,8 @@ def test_revoking_a_waiting_message_frees_its_lock(proj, start_worker, events_re
 
     revoked_at = time.monotonic()
     waiting.revoke()
-    wait_for(lambda: not lock_redis.exists(key), 1.5, interval=0.01, what="the revoked message's lock to go")
+    wait_for(lambda: not lock_redis.exists(key), 1.5, interval=0.01, promise=True,
+             what="the revoked message's lock to go")
     assert time.monotonic() - revoked_at <= 1.0
 
     wait_for(lambda: "Discarding revoked task" in worker.log(), 10, what="the worker to discard it")

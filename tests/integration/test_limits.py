@@ -248,7 +248,8 @@ def test_a_killed_worker_frees_its_places_within_lock_ttl(limits_proj, start_wor
     # When the whole worker is killed (nobody is left to release)
     worker.kill()
     # then both places free once their leases run out, within lock_ttl
-    wait_for(lambda: _held(lock_redis) == 0, 3 + 1, interval=0.05, what="the dead worker's places to free")
+    wait_for(lambda: _held(lock_redis) == 0, 3 + 1, interval=0.05, promise=True,
+             what="the dead worker's places to free")
     assert len(results) == 2
 
 

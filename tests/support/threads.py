@@ -25,5 +25,5 @@ def no_thread_leaks() -> Iterator[None]:
     leaked = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()
               and t.name in LIBRARY_THREADS]
     for thread in leaked:
-        thread.join(2.0)
+        thread.join(10.0)  # a thread still winding down is not a leak; one that never stops is
     assert not [t for t in leaked if t.is_alive()], f"library threads left running: {leaked}"
