@@ -27,6 +27,9 @@ CELERY_RESULT_EXTENDED = True           # task name, arguments and a duplicate's
 CELERY_SINGLETON_LOCK_URL = os.environ.get("LOCK_REDIS_URL", "redis://localhost:6379/1")
 CELERY_SINGLETON_LOCK_TTL = 60          # app-wide default of every LockedTask's lock_ttl
 
+# Django's error pages and error e-mails show settings: this filter masks the lock URL's password
+DEFAULT_EXCEPTION_REPORTER_FILTER = "celery_singleton_lock.contrib.django.reporting.SafeExceptionReporterFilter"
+
 # the test suite's own: STARTED states to wait on, one message per worker process at a time
 CELERY_TASK_TRACK_STARTED = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
