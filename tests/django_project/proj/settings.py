@@ -41,13 +41,17 @@ if os.environ.get("CSL_LOCK_TRANSPORT_OPTIONS"):
 if os.environ.get("CSL_BROKER_PREFIX"):  # on a Redis the suite did not start: the run's keys only
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": os.environ["CSL_BROKER_PREFIX"]}
 
-# The library logs to the "celery_singleton_lock" logger; in the web process (publishing) it says
-# when a call was skipped at enqueue time or the lock store did not answer.
+# The library logs to the "celery_singleton_lock" logger. It has no handler of its own and propagates:
+# in a worker or beat, Celery's handlers (stderr, or the file --logfile names) write its lines in
+# Celery's format; in the web process (publishing: a call skipped at enqueue, a lock store that did
+# not answer) the root handler below does.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"timestamped": {"format": "[%(asctime)s: %(levelname)s/%(processName)s] %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "timestamped"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
-        "celery_singleton_lock": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "celery_singleton_lock": {"level": "INFO"},
     },
 }
