@@ -93,7 +93,8 @@ class LockedTask(Task):
         supersede.refuse_without_generations(cls.name, options, settings)
         refuse_unsupported(cls.name, options, settings)
         argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key, strict=cls.typing is not False)
-        refuse_disagreeing([*_sharing(app, cls.name, options.key_name(cls.name)), (cls.name, options)])
+        refuse_disagreeing([*_sharing(app, cls.name, options.key_name(cls.name)),
+                            (cls.name, options, argument_key.arity)])
         cls._singleton_lock_resolved = (app, options, argument_key)
         if options.on_locked == "raise" and not issubclass(LockedError, tuple(cls.throws)):
             # A duplicate refused is an expected outcome: the worker logs one line, not a traceback.
@@ -175,14 +176,14 @@ def _send(task: Any, sending: tuple, task_id: Optional[str], newest: dict, diges
     return publish_locked(task, args or (), kwargs or {}, task_id, CallOptions(options, link), publish, digest)
 
 
-def _sharing(app: Any, task: str, name: str) -> Iterator[Tuple[str, LockOptions]]:
+def _sharing(app: Any, task: str, name: str) -> Iterator[Tuple[str, LockOptions, Optional[int]]]:
     """The tasks of ``app`` already resolved whose locks are under ``name`` (the registry as it is:
     reading ``app.tasks`` would finalize the app from inside a task's binding)."""
     for other in list(getattr(app, "_tasks", {}).values()):
         resolved = type(other).__dict__.get("_singleton_lock_resolved")
         if (isinstance(other, LockedTask) and other.name != task and resolved is not None
                 and resolved[0] is app and resolved[1].key_name(other.name) == name):
-            yield other.name, resolved[1]
+            yield other.name, resolved[1], resolved[2].arity
 
 
 def _own_attributes(cls: type) -> Iterator[Tuple[str, Any]]:

@@ -18,10 +18,11 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
-from .encoding import canonical_arguments, canonical_json, delivered_unchanged, digest, is_digest
+from .encoding import canonical_arguments, canonical_json, delivered_unchanged, digest, is_digest, key_values_text
 from ..exceptions import ConfigurationError, UnencodableArgumentError
 
-__all__ = ["ArgumentKey", "LockKeySpec", "Deliver", "check_call_shape", "canonical_json", "digest", "is_digest"]
+__all__ = ["ArgumentKey", "LockKeySpec", "Deliver", "check_call_shape", "canonical_json", "digest", "is_digest",
+           "key_values_text"]
 
 #: What ``lock_key`` may be: every argument, some parameter names, or a function of the call.
 LockKeySpec = Union[None, Tuple[str, ...], Callable[..., str]]
@@ -33,6 +34,8 @@ _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_O
 #: Where a call that does not fit the signature keeps what no parameter takes (no parameter
 #: can have these names, so such a call never shares a key with one that fits).
 _EXTRA_ARGS, _EXTRA_KWARGS = "*", "**"
+#: In front of the text of a call that does not fit the signature: no list of key values starts so.
+_UNFITTING = "!call"
 
 
 def check_call_shape(args: Any, kwargs: Any) -> None:
@@ -175,10 +178,20 @@ class ArgumentKey:
         return values
 
     # -- digest -------------------------------------------------------------------------------
+    @property
+    def arity(self) -> Optional[int]:
+        """How many key values each call's key has: the names ``lock_key`` gives, one for a
+        ``lock_key`` function (its string), else the task's parameters (``None``: no signature)."""
+        if self._selected is not None:
+            return len(self._selected)
+        if self._spec is not None:
+            return 1
+        return len(self._names) if self._signature is not None else None
+
     def __call__(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
         """The digest naming this call's lock, from the arguments as the body receives them."""
         if self._spec is not None and self._selected is None:  # a callable
-            return digest(self._call_key_function(args, kwargs))
+            return digest(key_values_text((self._call_key_function(args, kwargs),)))
         return digest(self._encode(self._deciding(args, kwargs)))
 
     def for_message(self, args: Sequence[Any], kwargs: Mapping[str, Any], deliver: Deliver) -> str:
@@ -190,7 +203,7 @@ class ArgumentKey:
         delivers unchanged: a plain scalar, or a list or tuple of them (the common big argument).
         """
         if self._spec is not None and self._selected is None:
-            return digest(self._call_key_function(*deliver(args, kwargs)))
+            return digest(key_values_text((self._call_key_function(*deliver(args, kwargs)),)))
         values = self._deciding(args, kwargs)
         if not delivered_unchanged(values.values()):
             # Bind what the worker binds: the delivered arguments, then the Python defaults.
@@ -220,8 +233,18 @@ class ArgumentKey:
         return result
 
     def _encode(self, values: Dict[str, Any]) -> str:
+        """The key's text: the deciding values in order (``lock_key``'s, else the signature's), without
+        their parameter names, so another task or a shared lock naming the same values meets the same
+        key. A call that does not fit the signature (``typing=False``) is written by name under a tag
+        no list of values has: it shares a key only with the same call spelled otherwise."""
         try:
-            return canonical_arguments(values)
+            if self._selected is not None:
+                return key_values_text(values.values())
+            if len(values) == len(self._names) and all(name in values for name in self._names):
+                return key_values_text([values[name] for name in self._names])
+            if self._signature is None:
+                return key_values_text((values["args"], values["kwargs"]))
+            return _UNFITTING + canonical_arguments(values)
         except (TypeError, ValueError) as exc:
             error: BaseException = exc
             culprit: Optional[str] = None

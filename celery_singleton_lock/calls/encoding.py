@@ -25,9 +25,9 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Any, Callable, Collection, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Collection, Dict, Iterable, Iterator, List, Optional, Tuple
 
-__all__ = ["canonical_json", "canonical_arguments", "delivered_unchanged", "digest", "is_digest"]
+__all__ = ["canonical_json", "canonical_arguments", "key_values_text", "delivered_unchanged", "digest", "is_digest"]
 
 _SCALAR_TYPES = frozenset((str, int, float, bool, type(None)))
 _STR_TYPE = frozenset((str,))
@@ -84,6 +84,16 @@ def canonical_arguments(values: Mapping[str, Any]) -> str:
     if _SCALAR_TYPES.issuperset(map(type, values.values())):
         return _DUMPS(values)
     return _write(values, "arguments")
+
+
+def key_values_text(values: Iterable[Any]) -> str:
+    """The canonical text of a lock's key values, in order: what names one key of a lock name,
+    whether a task's call or a shared lock's block gives the values (their parameter names are
+    not part of it)."""
+    listed = list(values)
+    if _SCALAR_TYPES.issuperset(map(type, listed)):
+        return _DUMPS(listed)  # the common key: scalars, in one C call
+    return _write(listed, "key value")
 
 
 def delivered_unchanged(values: Collection[Any]) -> bool:

@@ -22,12 +22,13 @@ current app) is read when a block first takes a place.
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from celery import current_app
 
-from ..calls.encoding import canonical_json, digest
+from ..calls.encoding import digest, key_values_text
 from ..config.options import valid_limit
+from ..config.sharing import Sharer, refuse_other_arity
 from ..config.settings import resolve_settings
 from ..exceptions import ConfigurationError, UnencodableArgumentError
 from ..runtime.lock_runtime import LockRuntime, runtime_for
@@ -73,6 +74,7 @@ class SharedLock:
         self._app = app
         self._limit = Limit(self.limit, int(round(self.window * 1000)))
         self._tuned: Dict[int, Tuple[Any, Tuning]] = {}
+        self._arities: Dict[int, Tuple[Any, Set[int]]] = {}  # numbers of key values checked, per app
         self._bare: Dict[int, Tuple[LockRuntime, LockKeys]] = {}  # the name alone's keys, per runtime
         self._blocks = threading.local()  # ``with lock:``: each thread's open holds, innermost last
         if app is not None:
@@ -120,14 +122,26 @@ class SharedLock:
         return self._keys(runtime, values)
 
     def _keys(self, runtime: LockRuntime, values: Tuple[Any, ...]) -> LockKeys:
+        self._refuse_other_arity(runtime.app, len(values))
         try:
-            text = canonical_json(list(values), where="key value")
+            text = key_values_text(values)
         except (TypeError, ValueError) as exc:
             raise UnencodableArgumentError(
                 f"{self.where}: a key value cannot be used in a lock key ({exc}); pass JSON-like values (str, int, "
                 "float, bool, None, list, dict, set, datetime, date, time, UUID, Decimal, bytes)", task=self.name,
             ) from exc
         return limited(runtime.layout.keys(self.name, digest(text), "running"), self.place_limit)
+
+    def _refuse_other_arity(self, app: Any, count: int) -> None:
+        """A block naming the key of a task's lock gives as many values as the task's calls do
+        (checked once per app and number of values)."""
+        known = self._arities.get(id(app))
+        if known is None or known[0] is not app:
+            known = self._arities[id(app)] = (app, set())
+        if count in known[1]:
+            return
+        refuse_other_arity(self.where, self.name, count, _sharers(app))
+        known[1].add(count)
 
     # -- the blocks ----------------------------------------------------------------------------------
     def hold(self, *key_values: Any) -> Hold:
@@ -152,3 +166,12 @@ class SharedLock:
     def __repr__(self) -> str:
         window = f", window={self.window:g}" if self.window else ""
         return f"<SharedLock {self.name!r} limit={self.limit}{window} on_locked={self.on_locked!r}>"
+
+
+def _sharers(app: Any) -> Iterator[Sharer]:
+    """The app's tasks that keep a lock: each one's name, options and number of key values."""
+    for task in list(app.tasks.values()):
+        resolve = getattr(task, "singleton_lock", None)
+        if callable(resolve):
+            options, argument_key = resolve()
+            yield task.name, options, argument_key.arity

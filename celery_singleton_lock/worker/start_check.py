@@ -33,7 +33,7 @@ def check_lock_store(app: Any) -> Optional[str]:
     locked = [task for task in app.tasks.values() if isinstance(task, LockedTask)]
     if not locked:
         return None
-    refuse_disagreeing((task.name, task.singleton_lock()[0]) for task in locked)
+    refuse_disagreeing((task.name, task.singleton_lock()[0], task.singleton_lock()[1].arity) for task in locked)
     latest_wins = any(task.singleton_lock()[0].latest_wins for task in locked)
     placed = any(_has_places(task.singleton_lock()[0]) for task in locked)
     settings = resolve_settings(app.conf)

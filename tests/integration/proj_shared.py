@@ -54,6 +54,27 @@ def delete_account(self, account_id, reason="", duration=0.3):
     _record(self, account_id, started, started, _fence(self))
 
 
+# -- one lock per account, whoever asks: another parameter name, and a shared lock's block ---------------
+@app.task(shared=False, base=LockedTask, bind=True, lock_name="account", lock_key=("id",),
+          on_locked="retry", lock_retry_delay=0.1)
+def close_account(self, id, duration=0.3):
+    started = time.time()
+    _sleep(duration)
+    _record(self, id, started, started, _fence(self))
+
+
+accounts = SharedLock("account", wait_timeout=120)
+
+
+@app.task(shared=False, bind=True)
+def audit_account(self, account_id, duration=0.3):
+    asked = time.time()
+    with accounts.hold(account_id) as held:
+        started = time.time()
+        _sleep(duration)
+        _record(self, account_id, asked, started, held.fencing_token)
+
+
 # -- plain tasks holding a shared lock in their bodies ---------------------------------------------------
 def _charge(task, duration: float) -> None:
     asked = time.time()

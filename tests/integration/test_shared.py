@@ -61,6 +61,30 @@ def test_two_tasks_sharing_a_lock_name_never_overlap_per_key_and_do_across_keys(
     wait_for(lambda: not lock_keys(lock_redis), 10, what="every lock to go")
 
 
+def test_one_name_and_value_is_one_lock_whatever_the_parameter_is_called_and_whoever_asks(
+        shared_proj, start_worker, events_redis, lock_redis):
+    # Given a prefork worker of four processes
+    start_worker(concurrency=4, app=APP)
+    # When, for three accounts, a task keyed by account_id, one keyed by id (both lock_name="account")
+    # and a plain task holding SharedLock("account").hold(account_id) are called, interleaved
+    results = []
+    for _ in range(3):
+        for account in (1, 2, 3):
+            results.append(shared_proj.sync_account.delay(account, duration=0.2))
+            results.append(shared_proj.close_account.delay(id=account, duration=0.2))
+            results.append(shared_proj.audit_account.delay(account, duration=0.2))
+    settle(results, 120)
+    intervals = records(events_redis)
+    # then every call ran, and no two calls of one account overlapped, whichever way they named it
+    assert len(intervals) == len(results)
+    assert overlaps(intervals) == []
+    # and the three kinds of call took their fences from one sequence per account
+    for entries in by_key(intervals).values():
+        assert {e["task"].rsplit(".", 1)[-1] for e in entries} == {"sync_account", "close_account", "audit_account"}
+        assert len({e["fence"] for e in entries}) == len(entries)
+    assert most_at_once(intervals) >= 2
+
+
 @pytest.mark.parametrize("pool", ["prefork", "threads"])
 def test_a_shared_lock_of_2_in_three_plain_tasks_is_reached_and_never_exceeded(shared_proj, start_worker,
                                                                               events_redis, lock_redis, pool):

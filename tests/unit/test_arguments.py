@@ -11,7 +11,7 @@ import pytest
 from kombu.serialization import dumps
 
 from celery_singleton_lock import ConfigurationError, UnencodableArgumentError
-from celery_singleton_lock.calls.arguments import ArgumentKey
+from celery_singleton_lock.calls.arguments import ArgumentKey, digest, key_values_text
 from tests.support.round_trip import KEY, worker_sees
 
 
@@ -109,13 +109,31 @@ def test_tagged_values_keep_their_exact_text():
 
 
 def test_plain_values_keep_the_keys_they_always_had():
-    # Publishers and workers of different versions of the library agree on every call made of
-    # plain JSON values.
+    # Publishers and workers of one key format agree on every call made of plain JSON values; the
+    # format is the key values in order, without parameter names (see the CHANGELOG for the change).
     job = ArgumentKey("proj.job", lambda a, b=None, c="x": None)
-    assert ArgumentKey("proj.refresh", refresh)((1,), {}) == "8ff45d7d1851e68fd5831e78d9ec63f8"
-    assert ArgumentKey("proj.refresh", refresh)(("acct-1",), {"full": True}) == "b489bd920ebabe0a6bb5144d9a6fb4cc"
-    assert job(({"a": [1, 2.5], "b": {"c": None}, "é": "ü"},), {"b": (1, "2")}) == "a3e1a71019d35371784316a52ee3bd40"
-    assert job(([[["deep"]], {"1": True}],), {}) == "592c75dd798cf64f496a37928136204e"
+    assert ArgumentKey("proj.refresh", refresh)((1,), {}) == "074ea9dc11cfb5191e55ba4ca3a975d3"
+    assert ArgumentKey("proj.refresh", refresh)(("acct-1",), {"full": True}) == "c556f5d70cdf8e585a215eae8696fee2"
+    assert job(({"a": [1, 2.5], "b": {"c": None}, "é": "ü"},), {"b": (1, "2")}) == "7595d151279e6f8e41e6f1f462b7deb9"
+    assert job(([[["deep"]], {"1": True}],), {}) == "ec371c6579e0e939b4f794fa2a3deac1"
+
+
+def test_a_key_is_its_values_in_order_and_not_their_parameter_names():
+    def by_account(account_id, full=False):
+        pass
+
+    def by_id(id, reason=""):
+        pass
+
+    first = ArgumentKey("proj.sync", by_account, ("account_id",))
+    second = ArgumentKey("proj.delete", by_id, ("id",))
+    function = ArgumentKey("proj.audit", by_id, lambda id, reason="": str(id))
+    assert first((42,), {}) == second((), {"id": 42}) == digest(key_values_text([42]))
+    assert function((42,), {}) == digest(key_values_text(["42"])) != first((42,), {})
+    assert ArgumentKey("proj.pair", lambda a, b: None)((1, 2), {}) != ArgumentKey("proj.pair", lambda a, b: None)((2, 1), {})
+    every = ArgumentKey("proj.every", by_account)
+    assert every((), {"full": True, "account_id": 7}) == every((7, True), {}) == digest(key_values_text([7, True]))
+    assert (first.arity, function.arity, every.arity) == (1, 1, 2)
 
 
 # -- any depth the serializer carries --------------------------------------------------------

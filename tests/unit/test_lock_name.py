@@ -8,7 +8,7 @@ from typing import List
 import pytest
 from celery import Celery
 
-from celery_singleton_lock import ConfigurationError, LockedTask, lock_acquired
+from celery_singleton_lock import ConfigurationError, LockedTask, SharedLock, lock_acquired
 from celery_singleton_lock.config.options import OPTION_NAMES, refuse_unknown_options, resolve_options
 from celery_singleton_lock.config.sharing import refuse_disagreeing
 from tests.support.apps import MADE
@@ -166,3 +166,51 @@ def test_check_lock_store_at_worker_start_refuses_disagreeing_tasks():
     Delete._singleton_lock_resolved = None
     with pytest.raises(ConfigurationError, match="share lock_name='account'"):
         check_lock_store(app)
+
+
+@pytest.mark.parametrize("first, second", [
+    ({"lock_key": ("account_id",)}, {}),                                   # one value against two parameters
+    ({"lock_key": ("account_id",)}, {"lock_key": ("account_id", "full")}),
+    ({"lock_key": lambda account_id, full=False: str(account_id)}, {}),  # a function's string is one value
+])
+def test_tasks_sharing_a_name_but_not_the_number_of_key_values_are_refused_naming_both(first, second):
+    app = _app()
+
+    @app.task(base=LockedTask, shared=False, name="sync_account", lock_name="account", **first)
+    def sync_account(account_id, full=False):
+        pass
+
+    with pytest.raises(ConfigurationError, match="'sync_account' and 'delete_account'.* 1 and 2 values"):
+        @app.task(base=LockedTask, shared=False, name="delete_account", lock_name="account", **second)
+        def delete_account(account_id, full=False):
+            pass
+
+
+def test_tasks_naming_their_one_key_value_otherwise_share_its_lock_with_a_shared_lock():
+    store = MemoryBackend()
+    app = _app(store)
+
+    @app.task(base=LockedTask, shared=False, bind=True, lock_name="account", lock_key=("account_id",))
+    def sync_account(self, account_id, full=False):
+        return self.lock.key
+
+    @app.task(base=LockedTask, shared=False, bind=True, lock_name="account", lock_key=("id",))
+    def delete_account(self, id):
+        return self.lock.key
+
+    @app.task(base=LockedTask, shared=False, bind=True, lock_name="account",
+              lock_key=lambda account_id: str(account_id))
+    def audit_account(self, account_id):
+        return self.lock.key
+
+    lock = SharedLock("account", app=app)
+    with lock.hold(42) as held:
+        assert sync_account.apply((42,), {"full": True}).get() is None  # the shared lock holds it: skipped
+        assert delete_account.apply((), {"id": 42}).get() is None
+        assert sync_account.apply((43,)).get() != held.key
+    assert sync_account.apply((42,)).get() == delete_account.apply((42,)).get() == held.key
+    with lock.hold("42") as as_text:  # a lock_key function's string is the one key value
+        assert audit_account.apply((42,)).get() is None
+    assert audit_account.apply((42,)).get() == as_text.key != held.key
+    with pytest.raises(ConfigurationError, match=r"hold\(\) gives 2 key value.*sync_account'"):
+        lock.hold(42, "extra").__enter__()
