@@ -1,8 +1,9 @@
-"""``celery locks list / show / clear``: what an operator sees of the locks.
+"""``celery locks list / show / clear / web``: what an operator sees of the locks.
 
-- ``commands.py``: the commands; ``format.py``: how one lock reads; ``views.py``: per-task counts, ``--watch``.
+- ``commands.py``: the commands; ``format.py``: how one lock reads; ``views.py``: per-task counts, ``--watch``;
+  ``web.py``: ``locks web``, serving the page of :mod:`..web`.
 
-May import: ``exceptions``, ``printable``, ``store``, ``config``, ``runtime``; never ``run``,
+May import: ``exceptions``, ``printable``, ``store``, ``config``, ``runtime``, ``web``; never ``run``,
 ``enqueue`` or ``worker``.
 """
 

@@ -7,6 +7,7 @@ so it runs with the app's own configuration::
     celery -A proj locks show KEY [--json]
     celery -A proj locks clear KEY [--force]
     celery -A proj locks clear --task NAME --stale
+    celery -A proj locks web [--bind HOST:PORT] [--allow-release] [--token TOKEN]
 
 and the same without Celery's launcher: ``python -m celery_singleton_lock --app proj list``.
 
@@ -27,7 +28,7 @@ import functools
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, List, NoReturn, Optional, Sequence, TypeVar
 
 import click
 import redis
@@ -35,11 +36,13 @@ from celery.bin.base import handle_preload_options
 
 from .format import duration, flags, show_lines, state
 from .views import short_prefix, task_counts, watch
+from .web import web
 from ..exceptions import ConfigurationError
 from ..printable import printable
 from ..config.settings import resolve_settings
+from ..runtime.listing import app_locks, listed, public_record, store_client
 from ..runtime.lock_runtime import LockRuntime, runtime_for
-from ..store import LockRecord, clear_lock, end_window, error_text, find_locks, permanent_problem, redact, scan_locks
+from ..store import LockRecord, clear_lock, end_window, error_text, find_locks, permanent_problem, redact
 
 __all__ = ["locks", "main"]
 
@@ -58,7 +61,7 @@ def _runtime(ctx: click.Context) -> LockRuntime:
 
 def _client(runtime: LockRuntime) -> Any:
     """The Redis client of the app's lock store (``locks`` reads Redis itself to list and show)."""
-    client = getattr(runtime.store, "client", None)
+    client = store_client(runtime)
     if client is None:
         _fail(f"the lock store {type(runtime.store).__name__} is no Redis server: `locks` works on one")
     return client
@@ -92,13 +95,6 @@ def _one_line_errors(command: Command) -> Command:
     return run  # type: ignore[return-value]
 
 
-def _public(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
-    data = record.as_dict()
-    if not with_token:
-        data.pop("token")
-    return data
-
-
 def _table(records: Sequence[LockRecord]) -> str:
     described = any(r.describe for r in records)  # singleton_lock_describe: the CALL column
     header = ("TASK", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS",
@@ -130,17 +126,8 @@ def _holders(runtime: LockRuntime, key: str) -> List[LockRecord]:
 
 
 def _scan(ctx: click.Context, runtime: LockRuntime, task: Optional[str]) -> Iterator[LockRecord]:
-    """The locks of ``task`` (every lock when ``None``): those made by that task, whatever name its
-    keys are under (``lock_name``), and those under that name (a shared one: every task's)."""
-    if task is None:
-        yield from scan_locks(_client(runtime), runtime.layout)
-        return
-    made_by = ctx.obj.app.tasks.get(task)
-    resolved = getattr(made_by, "singleton_lock", None)
-    name = resolved()[0].key_name(task) if callable(resolved) else task
-    for record in scan_locks(_client(runtime), runtime.layout, name):
-        if task in (record.task, record.name):
-            yield record
+    """The locks of ``task`` (every lock when ``None``), as :func:`~..runtime.listing.app_locks` finds them."""
+    return app_locks(ctx.obj.app, runtime, _client(runtime), task)
 
 
 # -- the commands -----------------------------------------------------------------------------------
@@ -167,9 +154,9 @@ def list_(ctx: click.Context, task: Optional[str], as_json: bool, every: Optiona
         raise click.UsageError("--watch redraws the table; --json is for scripts: use one of them")
 
     def render() -> str:
-        records: List[LockRecord] = sorted(_scan(ctx, runtime, task), key=lambda r: (r.task, r.since_ms or 0))
+        records: List[LockRecord] = listed(ctx.obj.app, runtime, _client(runtime), task)
         if as_json:
-            return json.dumps([_public(r) for r in records], indent=2)
+            return json.dumps([public_record(r) for r in records], indent=2)
         if records:
             return f"{_table(records)}\n\n{task_counts(records)}"
         return f"no locks held under prefix {runtime.layout.prefix!r}" + (f" for task {task}" if task else "")
@@ -190,7 +177,7 @@ def show(ctx: click.Context, key: str, as_json: bool) -> None:
     for a key with a limit or a window, every place (``k of N``; ``--json``: a list of them)."""
     found = _holders(_runtime(ctx), key)
     if as_json:
-        data = [_public(r, with_token=True) for r in found]
+        data = [public_record(r, with_token=True) for r in found]
         click.echo(json.dumps(data if found[0].limit is not None else data[0], indent=2))
         return
     for n, record in enumerate(found, 1):
@@ -247,6 +234,9 @@ def clear(ctx: click.Context, key: Optional[str], task: Optional[str], stale: bo
     click.echo(f"cleared {cleared} stale lock(s) of {scope}; left {kept} live lock(s) alone")
 
 
+locks.add_command(web)
+
+
 # -- ``python -m celery_singleton_lock`` --------------------------------------------------------------
 @dataclass
 class _Standalone:
@@ -269,6 +259,6 @@ def main(ctx: click.Context, app_name: Optional[str]) -> None:
     ctx.obj = _Standalone(app=find_app(app_name) if app_name else current_app)
 
 
-for _command in (list_, show, clear):
+for _command in (list_, show, clear, web):
     main.add_command(_command)
 del _command

@@ -52,13 +52,15 @@ LADDER: Tuple[Tuple[str, ...], ...] = (
     ("enqueue",),  # the publishing side
     ("task",),  # LockedTask
     ("worker",),  # the worker's lifecycle
+    ("web",),  # the operator's page (standard library WSGI)
     ("cli",),  # the operator's commands
     ("", "__main__"),  # the public face and the command's entry
     ("demo",),  # the demo: nothing imports it
     ("contrib",),  # optional framework integrations (the Django app): nothing imports them
 )
 #: Imports the ladder would allow but the design does not: (importer unit, imported unit).
-FORBIDDEN_UNITS = (("cli", "run"), ("cli", "enqueue"), ("cli", "worker"))
+FORBIDDEN_UNITS = (("cli", "run"), ("cli", "enqueue"), ("cli", "worker"),
+                   ("web", "run"), ("web", "enqueue"), ("web", "worker"))
 
 
 def _package_dir() -> Path:

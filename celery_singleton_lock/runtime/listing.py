@@ -1,0 +1,47 @@
+"""The locks of an app as an operator reads them: ``celery locks list`` and the web view print the same.
+
+One place builds the records and their public fields, so ``locks list --json`` and ``GET /api/locks``
+cannot drift apart: the same names, the same order, the lock's own token left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional
+
+from ..store import LockRecord, scan_locks
+from .lock_runtime import LockRuntime
+
+__all__ = ["store_client", "app_locks", "public_record", "listed"]
+
+
+def store_client(runtime: LockRuntime) -> Optional[Any]:
+    """The Redis client of the app's lock store (its locks are read from Redis itself); ``None`` for a
+    store that is no single Redis server (a quorum, the memory backend)."""
+    return getattr(runtime.store, "client", None)
+
+
+def app_locks(app: Any, runtime: LockRuntime, client: Any, task: Optional[str] = None) -> Iterator[LockRecord]:
+    """The locks of ``task`` (every lock when ``None``): those made by that task, whatever name its
+    keys are under (``lock_name``), and those under that name (a shared one: every task's)."""
+    if task is None:
+        yield from scan_locks(client, runtime.layout)
+        return
+    made_by = app.tasks.get(task)
+    resolved = getattr(made_by, "singleton_lock", None)
+    name = resolved()[0].key_name(task) if callable(resolved) else task
+    for record in scan_locks(client, runtime.layout, name):
+        if task in (record.task, record.name):
+            yield record
+
+
+def public_record(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:
+    """A record's fields by name; the holder's token only when asked (``locks show --json``)."""
+    data = record.as_dict()
+    if not with_token:
+        data.pop("token")
+    return data
+
+
+def listed(app: Any, runtime: LockRuntime, client: Any, task: Optional[str] = None) -> List[LockRecord]:
+    """The records ``locks list`` shows, in its order: by task, oldest holder first."""
+    return sorted(app_locks(app, runtime, client, task), key=lambda r: (r.task, r.since_ms or 0))
