@@ -25,12 +25,14 @@ __all__ = ["FanOut", "Failed", "Results", "most_seen", "column_counts"]
 
 
 class Failed:
-    """A master's call that raised."""
+    """A master's call that raised; ``sent`` is false when it was never handed to the master (its
+    earlier calls were still unanswered), so that master cannot have run it."""
 
-    __slots__ = ("error",)
+    __slots__ = ("error", "sent")
 
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: BaseException, sent: bool = True) -> None:
         self.error = error
+        self.sent = sent
 
     def __repr__(self) -> str:
         return f"<failed {self.error!r}>"
@@ -52,6 +54,7 @@ class FanOut:
     _executor_pid: int
     _in_flight: List[int]
     _busy_since: List[Optional[float]]
+    _stopping: threading.Event
 
     def _queues(self) -> List[ThreadPoolExecutor]:
         """One worker thread per master: calls to a master run in the order they were made.
@@ -68,6 +71,7 @@ class FanOut:
                 self._executor_pid = os.getpid()
                 self._in_flight = [0] * len(self.nodes)
                 self._busy_since = [None] * len(self.nodes)
+                self._stopping.clear()
             return self._executors
 
     def _run(self, index: int, call: Callable[[RedisBackend], Any]) -> Any:
@@ -91,23 +95,27 @@ class FanOut:
         return self._fan_out(call, indices, decided)[0]
 
     def _fan_out(self, call: Callable[[RedisBackend], Any], indices: Optional[Iterable[int]] = None,
-                 decided: Optional[Callable[[Results], bool]] = None) -> Tuple[Results, Dict[int, Future]]:
+                 decided: Optional[Callable[[Results], bool]] = None,
+                 queue_behind: bool = False) -> Tuple[Results, Dict[int, Future]]:
         """:meth:`_broadcast`, also returning the calls still running, by master.
 
         A master whose current call hangs past ``node_timeout`` (paused, or its
         network black-holed) is counted as failed at once instead of queueing more
-        calls behind it, so one sick master cannot slow every acquire down.
+        calls behind it, so one sick master cannot slow every acquire down; with
+        ``queue_behind`` the call is queued there all the same (an undo must follow
+        the acquire it undoes, however late that runs).
         """
         queues = self._queues()
         futures: Dict[Future, int] = {}
         results: Results = {}
         for i in (range(len(self.nodes)) if indices is None else indices):
             with self._guard:
-                busy = self._stuck(i)
+                busy = self._stuck(i) and not queue_behind
                 if not busy:
                     self._in_flight[i] += 1
             if busy:
-                results[i] = Failed(redis.exceptions.TimeoutError(f"master {i}: earlier calls still unanswered"))
+                results[i] = Failed(redis.exceptions.TimeoutError(f"master {i}: earlier calls still unanswered"),
+                                    sent=False)
             else:
                 futures[queues[i].submit(self._run, i, call)] = i
         pending = set(futures)

@@ -7,7 +7,8 @@ per-node timeout:
 - **acquire**: granted when a majority (``N // 2 + 1``) of masters took the lock
   *and* the time left, ``ttl - elapsed - drift`` (``drift`` = ``clock_drift`` x
   TTL + 2 ms), is positive. Otherwise the lock is released on every master
-  (also the ones that did not answer in time) and the caller sees a
+  it may have reached, also the ones that did not answer in time and those that
+  take it after the attempt gave up (:mod:`.quorum_undo`), and the caller sees a
   :class:`~.redis_backend.Conflict` (someone holds it; the holder is reported as one
   master sees it) or :class:`QuorumUnavailable` (fewer than a majority answered:
   the task's ``on_lock_error`` applies). A split vote between racing acquirers is
@@ -36,7 +37,7 @@ import os
 import random
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -44,11 +45,12 @@ import redis
 
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .redis_backend import RedisBackend
-from .errors import error_text
+from .errors import error_text, permanent_problem
 from .generations import GenerationStore
 from .fanout import Failed, FanOut, Results, column_counts, most_seen
 from .quorum_events import QuorumReleaseEvents, subscribed
 from .quorum_fence import QuorumFencing
+from .quorum_undo import undo_call
 from .places import Limit, refuse_limit
 
 __all__ = ["QuorumBackend", "QuorumUnavailable"]
@@ -99,6 +101,7 @@ class QuorumBackend(QuorumFencing, FanOut):
         self._executor_pid = 0
         self._in_flight = [0] * len(self.nodes)
         self._busy_since: List[Optional[float]] = [None] * len(self.nodes)
+        self._stopping = threading.Event()  # set on close: undos still retrying give up
 
     @property
     def client(self) -> Any:
@@ -150,7 +153,7 @@ class QuorumBackend(QuorumFencing, FanOut):
             refusals = sum(isinstance(r, (Conflict, NotOurs)) for r in results.values())
             return grants >= q or refusals > n - q
 
-        results, running = self._fan_out(call, decided=decided)
+        results = self._broadcast(call, decided=decided)
         grants = sum(1 for r in results.values() if isinstance(r, Grant))
         conflicts = [r for r in results.values() if isinstance(r, Conflict)]
         not_ours = sum(1 for r in results.values() if isinstance(r, NotOurs))
@@ -158,10 +161,10 @@ class QuorumBackend(QuorumFencing, FanOut):
             validity = ttl_ms / 1000.0 - (self._clock() - started) - (ttl_ms / 1000.0 * self.clock_drift + 0.002)
             if validity > 0:
                 return GRANT
-            self._release_everywhere(key, token, running, state)
+            self._undo(key, token, results, ttl_ms, state)
             raise self._unavailable(f"lock {key}: the quorum was reached too late (validity "
                                     f"{validity * 1000:.0f} ms)", results)
-        self._release_everywhere(key, token, running, state)
+        self._undo(key, token, results, ttl_ms, state)
         if grants + len(conflicts) + not_ours < q:
             raise self._unavailable(f"lock {key}", results)
         if conflicts:
@@ -171,15 +174,23 @@ class QuorumBackend(QuorumFencing, FanOut):
             return conflict
         return NOT_OURS  # adopt: the enqueue lock is not ours on a majority
 
-    def _release_everywhere(self, key: str, token: str, running: Dict[int, Future], state: str) -> None:
-        """Undo a failed acquire on every master, also those that did not answer yet (they may take it).
+    def _undo(self, key: str, token: str, results: Results, ttl_ms: int, state: str) -> None:
+        """Undo a failed acquire on every master it may have reached (:mod:`.quorum_undo`).
 
-        Each master's release is queued behind its acquire, so it runs after it
-        even when that acquire is late; only the idle masters' answers are awaited.
+        Each master's release is queued behind its acquire, so it runs after it even
+        when that acquire is late, and is tried again until answered or until the ttl
+        has passed; only the answers of the masters that answered the acquire are awaited.
         """
-        idle = [i for i in range(len(self.nodes)) if i not in running]
-        self._fan_out(lambda node: node.release(key, token, None, state),
-                      decided=lambda r: all(i in r for i in idle))
+        reached = [i for i in range(len(self.nodes)) if not self._refused_or_unsent(results.get(i))]
+        answered = [i for i in reached if i in results and not isinstance(results[i], Failed)]
+        undo = undo_call(key, token, state, time.monotonic() + ttl_ms / 1000.0, self._stopping)
+        self._fan_out(undo, indices=reached, decided=lambda r: all(i in r for i in answered), queue_behind=True)
+
+    @staticmethod
+    def _refused_or_unsent(result: Any) -> bool:
+        """The master cannot hold the attempt's token: it was never sent there, or it was refused as
+        misconfigured (a master that answered a conflict is released all the same: cheap and sure)."""
+        return isinstance(result, Failed) and (not result.sent or permanent_problem(result.error) is not None)
 
     # -- release and renew -----------------------------------------------------------------------
     def _tally(self, results: Results, confirmations: Sequence[int]) -> List[Optional[bool]]:
@@ -275,6 +286,7 @@ class QuorumBackend(QuorumFencing, FanOut):
                         for i in range(len(self.nodes)))
 
     def close(self) -> None:
+        self._stopping.set()
         for node in self.nodes:
             try:
                 node.close()
