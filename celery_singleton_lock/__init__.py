@@ -15,6 +15,7 @@ from .exceptions import (
 )
 from .config.censor import install_censor as _install_censor
 from .run.handle import ExecutionLock
+from .run.outcome import superseded
 from .shared import SharedLock
 from .printable import install_log_filter as _install_log_filter
 from .worker.receivers import connect_receivers as _connect_receivers
@@ -25,6 +26,7 @@ __all__ = [
     "LockedTask",
     "SharedLock",
     "ExecutionLock",
+    "superseded",
     "SingletonLockError",
     "ConfigurationError",
     "UnencodableArgumentError",

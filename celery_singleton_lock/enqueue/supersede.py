@@ -41,7 +41,7 @@ from ..calls import headers
 from ..exceptions import ConfigurationError, LockBackendError
 from ..config.options import LockOptions
 from .publish import CallOptions, message_digest
-from ..run.outcome import store_skipped
+from ..run.outcome import store_superseded
 from ..runtime.lock_runtime import runtime_for
 from ..config.settings import AppSettings
 from ..store import STORE_ERRORS, Reservation, error_text, permanent_problem, redact
@@ -92,6 +92,8 @@ class NewestCall:
     #: Its reserved generation (``None``: the store was unreachable; the call has no generation).
     reserved: Optional[Reservation] = None
     ttl_ms: int = 0
+    #: The key's lock, which a superseded call's meta names.
+    lock_key: str = ""
 
     def published(self) -> None:
         """Make the call its key's newest, and answer the call it displaced: its ``.get()`` returns now."""
@@ -109,7 +111,8 @@ class NewestCall:
         if not previous or previous == self.task_id:
             return
         try:
-            store_skipped(self.task, previous)  # its message ends so too when it reaches a worker
+            # marked superseded; its message ends so too when it reaches a worker
+            store_superseded(self.task, previous, self.task_id, self.lock_key)
         except Exception as exc:  # a result backend that cannot answer for another call: its worker will
             logger.warning("singleton lock: %s: could not store the superseded call %s's result now (%s); "
                            "it is stored when its message reaches a worker", self.task.name, previous,
@@ -124,7 +127,8 @@ def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id
     call = CallOptions(options)
     digest = message_digest(task, argument_key, args, kwargs, call.serializer or task.serializer)
     runtime = runtime_for(task.app)
-    key = runtime.layout.keys(lock_options.key_name(task.name), digest, lock_options.scope).generation
+    keys = runtime.layout.keys(lock_options.key_name(task.name), digest, lock_options.scope)
+    key = keys.generation
     task_id = task_id or uuid()
     delay = call.delay()
     generations = runtime.store.generations
@@ -142,7 +146,8 @@ def supersede(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], task_id
         options["countdown"] = delay + debounce_wait(lock_options, reserved.burst_ms if reserved else 0)
     if reserved is None:
         return NewestCall(task, task_id, digest)
-    return NewestCall(task, task_id, digest, {headers.GENERATION: str(reserved.gen)}, key, reserved, ttl_ms)
+    return NewestCall(task, task_id, digest, {headers.GENERATION: str(reserved.gen)}, key, reserved, ttl_ms,
+                      keys.lock)
 
 
 def _unreachable(task: Any, runtime: Any, key: str, options: LockOptions, exc: BaseException) -> None:

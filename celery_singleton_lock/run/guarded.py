@@ -25,6 +25,7 @@ from ..exceptions import ConfigurationError, LockBackendError
 from .exits import abandon, exit_of, hand_over, release_after_run
 from .handle import ExecutionLock
 from .policy import decide
+from .outcome import record_superseded
 from .requeue import requeue
 from ..store import STORE_ERRORS, Conflict, Lease, error_text, redact
 
@@ -113,7 +114,10 @@ def _run_guarded(task: Any, request: Any, args: Sequence[Any], kwargs: Mapping[s
 
 def _enact(attempt: Attempt, decision: Decision, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
     """The task's outcome for a duplicate: SUCCESS ``None``, FAILURE, re-queued, or nothing stored."""
-    if isinstance(decision, (Skip, Superseded)):
+    if isinstance(decision, Superseded):  # SUCCESS None too, marked so in its meta (see .outcome)
+        record_superseded(attempt.task, attempt.keys.lock, decision.by)
+        return None
+    if isinstance(decision, Skip):
         return None  # SUCCESS with result None: the caller's .get() returns
     if isinstance(decision, Fail):
         raise decision.error

@@ -22,7 +22,7 @@ from ..calls import headers
 from .. import signals
 from .attempt import Attempt
 from .decisions import Decision, Ignored, Requeue, Superseded
-from .outcome import store_skipped
+from .outcome import store_superseded
 from ..exceptions import ConfigurationError
 from ..store import STORE_ERRORS, Claim, GenerationStore
 
@@ -80,7 +80,7 @@ def _recorded(attempt: Attempt, gen: int) -> None:
     if not previous or previous == attempt.request.id:
         return
     try:
-        store_skipped(task, previous)
+        store_superseded(task, previous, attempt.request.id or "", attempt.keys.lock)
     except Exception as exc:  # no result backend, or one that cannot answer for another call
         logger.debug("singleton lock: %s: the superseded call %s is answered when its message reaches a "
                      "worker (%s)", task.name, previous, exc)

@@ -19,6 +19,12 @@ which lock, which holder and which policy decided:
   list them after the result.
 
 The result itself stays what the duplicate policy says (``None`` for a skip).
+
+A call a newer one superseded (``on_locked="replace"``, ``lock_debounce``) records one more
+field, ``singleton_lock_superseded_by`` (the newer call's task id), so that :func:`superseded`
+tells it from a run that returned ``None``. Its publisher's answer (:func:`store_superseded`)
+carries the fields itself: the backend keeps the first SUCCESS it stores for a task, so the
+worker's later store could not add them.
 """
 
 from __future__ import annotations
@@ -27,20 +33,25 @@ import logging
 from typing import Any, Dict, Optional
 
 from celery import states
+from celery.app.task import Context
 
 from ..calls import headers
 
-__all__ = ["record_duplicate", "store_skipped", "FIELDS", "EVENT"]
+__all__ = ["record_duplicate", "record_superseded", "store_skipped", "store_superseded", "superseded", "FIELDS",
+           "SUPERSEDED_BY", "EVENT"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
 #: The fields a duplicate records, in the backend's meta and in its event.
-FIELDS = ("singleton_lock_key", "singleton_lock_holder", "singleton_lock_policy", "singleton_lock_describe")
+FIELDS = ("singleton_lock_key", "singleton_lock_holder", "singleton_lock_policy", "singleton_lock_describe",
+          "singleton_lock_superseded_by")
+#: The field of a superseded call: the task id of the newer call that took its place.
+SUPERSEDED_BY = "singleton_lock_superseded_by"
 EVENT = "task-singleton-lock"
 
 
 def record_duplicate(task: Any, key: str, holder: Optional[str], policy: str,
-                     description: Optional[str] = None) -> None:
+                     description: Optional[str] = None, **more: Any) -> None:
     """Record on the running request, and in a task event, that this execution met a held lock.
 
     A redelivery of the holder's own message (``holder`` is its own task id) records nothing:
@@ -49,10 +60,7 @@ def record_duplicate(task: Any, key: str, holder: Optional[str], policy: str,
     request = task.request
     if holder is not None and holder == request.id:
         return
-    fields: Dict[str, Any] = {"singleton_lock_key": key, "singleton_lock_holder": holder,
-                              "singleton_lock_policy": policy}
-    if description is not None:
-        fields["singleton_lock_describe"] = description
+    fields = _fields(key, holder, policy, description, **more)
     _stamp(request, fields)
     if not request.get(headers.EVENTS):  # the worker sends no task events (or an eager run)
         return
@@ -63,6 +71,21 @@ def record_duplicate(task: Any, key: str, holder: Optional[str], policy: str,
     except Exception as exc:  # monitoring must not change what the task does
         logger.warning("singleton lock: %s[%s]: sending the %s event failed: %s", task.name, request.id,
                        EVENT, exc)
+
+
+def record_superseded(task: Any, key: str, by: Optional[str]) -> None:
+    """Record on the running request that a newer call (``by``) superseded this one."""
+    record_duplicate(task, key, by, "replace", **{SUPERSEDED_BY: by or "?"})
+
+
+def _fields(key: str, holder: Optional[str], policy: str, description: Optional[str] = None,
+            **more: Any) -> Dict[str, Any]:
+    fields: Dict[str, Any] = {"singleton_lock_key": key, "singleton_lock_holder": holder,
+                              "singleton_lock_policy": policy}
+    if description is not None:
+        fields["singleton_lock_describe"] = description
+    fields.update(more)
+    return fields
 
 
 def _stamp(request: Any, fields: Dict[str, Any]) -> None:
@@ -85,3 +108,27 @@ def store_skipped(task: Any, task_id: str) -> None:
         task.backend.store_result(task_id, None, states.SUCCESS)
     except NotImplementedError:  # no result backend configured: nobody waits on it
         pass
+
+
+def store_superseded(task: Any, task_id: str, by: str, key: str) -> None:
+    """Answer a call that the newer call ``by`` superseded (SUCCESS ``None``) now, marked as
+    superseded in its meta as its worker would mark it (see the module docstring)."""
+    request = Context(id=task_id, task=task.name, args=None, kwargs=None, delivery_info=None)
+    _stamp(request, _fields(key, by, "replace", **{SUPERSEDED_BY: by or "?"}))
+    try:
+        task.backend.store_result(task_id, None, states.SUCCESS, request=request)
+    except NotImplementedError:  # no result backend configured: nobody waits on it
+        pass
+
+
+def superseded(result: Any) -> bool:
+    """Whether the call behind ``result`` (an ``AsyncResult``) was superseded by a newer call of its
+    key (``on_locked="replace"``, ``lock_debounce``) rather than run: its ``get()`` returns ``None``
+    as a run that returned ``None`` does, and this tells the two apart.
+
+    Read from the result backend's meta: the Redis result backend with ``result_extended = True``,
+    or django-celery-results (``django-db``). ``False`` while the call is not answered yet, and
+    where the backend keeps no such field (the answer is then unknown, not "ran").
+    """
+    meta = result.backend.get_task_meta(result.id)
+    return bool(meta.get(SUPERSEDED_BY)) if isinstance(meta, dict) else False

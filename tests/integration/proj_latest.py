@@ -12,6 +12,9 @@ from celery_singleton_lock import LockedTask
 from tests.integration.proj import *  # noqa: F401,F403 - the tasks
 from tests.integration.proj import _record, app, events
 
+if os.environ.get("CSL_RESULT_EXTENDED"):  # only in the workers of the tests that read extended meta
+    app.conf.result_extended = True
+
 
 def _run(task, key, payload, duration: float) -> dict:
     started = time.time()

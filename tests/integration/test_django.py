@@ -5,7 +5,7 @@ Given the project's settings under Celery's ``CELERY`` namespace, django-celery-
 (``django-db``, ``result_extended``) and a SQLite file database:
 
 - a skipped duplicate's ``get_task_meta`` and ``TaskResult`` row name its holder, and the holder's
-  own name none;
+  own name none; a superseded call's say so (``superseded()``);
 - an order saved in a transaction is synced after the commit (``transaction.on_commit``);
 - two beats publishing one ``PeriodicTask`` every 2 s with the README's recipe
   (``lock_scope="queued_or_running"``, ``lock_window=0.9 * period``) run it once per tick;
@@ -89,6 +89,15 @@ def test_a_skipped_duplicate_names_its_holder_in_django_celery_results(django_en
     assert (row["singleton_lock_holder"], row["singleton_lock_policy"]) == (seen["holder"], "skip")
     assert row["singleton_lock_key"] == seen["dup_meta"]["singleton_lock_key"]
     assert not any(name.startswith("singleton_lock_") for name in seen["holder_row"]["meta"])
+
+
+def test_a_superseded_call_says_so_in_django_celery_results_and_still_answers_none(django_env, django_worker):
+    seen = _scenario(django_env, "superseded_call")
+
+    assert seen["results"] == {"first": 1, "waiting": None, "newest": 3}
+    assert seen["superseded"] == {"first": False, "waiting": True, "newest": False}
+    assert seen["waiting_meta"]["singleton_lock_superseded_by"] == seen["newest"]
+    assert seen["waiting_row"]["meta"]["singleton_lock_superseded_by"] == seen["newest"]
 
 
 def test_an_order_is_synced_after_its_transaction_commits(django_env, django_worker):

@@ -15,6 +15,7 @@ from typing import List
 
 import pytest
 
+from celery_singleton_lock import superseded
 from tests.integration.helpers import lock_field, lock_keys, overlaps, records, restore_overdue, wait_started
 from tests.integration.topo import app_on
 from tests.support.servers import RedisServer
@@ -235,6 +236,33 @@ def test_replace_runs_the_newest_of_20_waiting_calls_after_the_running_one(lates
     assert [run["payload"] for run in runs] == [0, 20], runs
     assert not overlaps(runs)
     assert {result.get(timeout=5) for _, result in made[:-1]} == {None}
+
+
+def test_a_superseded_call_says_so_in_the_redis_result_backend_and_still_answers_none(latest, start_worker,
+                                                                                       events_redis):
+    # Given a worker and a caller storing extended results in the Redis result backend, a replace
+    # task's first call of a key running
+    conf = latest.app.conf
+    before = conf.result_extended
+    conf.result_extended = True
+    try:
+        start_worker(app=APP, concurrency=2, env={"CSL_RESULT_EXTENDED": "1"})
+        first = latest.replaced.delay("s", 0, duration=1.0)
+        wait_started(events_redis, 1)
+        # When two more calls are made while it runs: the second takes the waiting one's place
+        waiting = latest.replaced.delay("s", 1)
+        newest_call = latest.replaced.delay("s", 2, duration=0.1)
+        _all_ready([(0, first), (0, waiting), (0, newest_call)], 20)
+        # Then the superseded call answers None, as a run that returned None would, and says it was superseded
+        assert waiting.get(timeout=5) is None
+        assert superseded(waiting)
+        meta = latest.app.backend.get_task_meta(waiting.id)
+        assert meta["singleton_lock_superseded_by"] == newest_call.id
+        # and the calls that ran do not
+        assert newest_call.get(timeout=5) == {"key": "s", "payload": 2}
+        assert not superseded(first) and not superseded(newest_call)
+    finally:
+        conf.result_extended = before
 
 
 @pytest.mark.parametrize("name", ["replaced_default", "debounced_default"])

@@ -9,7 +9,7 @@ from typing import Any, Iterator, List
 import pytest
 from celery import Celery
 
-from celery_singleton_lock import ConfigurationError, LockedTask
+from celery_singleton_lock import ConfigurationError, LockedTask, superseded
 from celery_singleton_lock.calls import headers
 from celery_singleton_lock.run import newest
 from celery_singleton_lock.run.attempt import Attempt
@@ -192,3 +192,21 @@ def test_a_call_whose_publisher_was_killed_before_recording_it_is_the_newest_onc
     finally:
         for _ in range(3):
             sync.pop_request()
+
+
+@pytest.mark.parametrize("extended", [True, False])
+def test_a_superseded_call_is_marked_in_its_meta_and_still_answers_none(app, extended):
+    # Given a result backend storing extended results (or not) and a replace task
+    app.conf.result_extended = extended
+    sync = _debounced(app, lock_scope="queued", on_locked="replace")
+    ran = app.AsyncResult("ran")
+    app.backend.store_result(ran.id, None, "SUCCESS")  # a run that returned None
+    # When a newer call supersedes a waiting one
+    older, newer = sync.delay(1, "old"), sync.delay(1, "new")
+    # Then the older one answers None and, where the backend keeps request fields, says it was superseded
+    assert older.get(timeout=1) is None
+    assert superseded(older) is extended
+    meta = app.backend.get_task_meta(older.id)
+    assert (meta.get("singleton_lock_superseded_by"), meta.get("singleton_lock_policy")) == \
+        ((newer.id, "replace") if extended else (None, None))
+    assert not superseded(newer) and not superseded(ran)

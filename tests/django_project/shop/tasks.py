@@ -14,6 +14,12 @@ def sync_order(order_id, duration=0.0):
     return Order.objects.get(pk=order_id).name
 
 
+@shared_task(base=LockedTask, lock_key=("order_id",), lock_scope="queued", on_locked="replace")
+def reprice_order(order_id, price, duration=0.0):
+    time.sleep(duration)  # the work: only the newest price of an order is worth computing
+    return price
+
+
 REPORT_EVERY = 2.0  # seconds: the PeriodicTask's interval
 
 

@@ -8,10 +8,11 @@ from django.core.management.base import BaseCommand
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from django_celery_results.models import TaskResult
 
+from celery_singleton_lock import superseded
 from proj.celery import app
 from shop.models import Order, ReportRun
 from shop.services import place_order
-from shop.tasks import REPORT_EVERY, sync_order
+from shop.tasks import REPORT_EVERY, reprice_order, sync_order
 
 
 def _until(what, check, timeout=30.0):
@@ -41,6 +42,20 @@ def duplicate():
             "dup_row": _row_meta(dup.id), "holder_row": _row_meta(holder.id)}
 
 
+def superseded_call():
+    order = Order.objects.create(name="repriced")
+    first = reprice_order.delay(order.pk, 1, duration=2.0)
+    _until("the first price to start", lambda: AsyncResult(first.id).state == "STARTED")
+    waiting = reprice_order.delay(order.pk, 2)
+    newest = reprice_order.delay(order.pk, 3)
+    results = {name: call.get(timeout=30) for name, call in
+               (("first", first), ("waiting", waiting), ("newest", newest))}
+    return {"results": results, "newest": newest.id,
+            "superseded": {name: superseded(call) for name, call in
+                           (("first", first), ("waiting", waiting), ("newest", newest))},
+            "waiting_meta": app.backend.get_task_meta(waiting.id), "waiting_row": _row_meta(waiting.id)}
+
+
 def on_commit():
     order = place_order(f"after commit {time.time()}")
     row = _until("the sync to be stored", lambda: TaskResult.objects.filter(
@@ -62,7 +77,7 @@ def report_runs():
 
 class Command(BaseCommand):
     def add_arguments(self, parser):
-        parser.add_argument("name", choices=["duplicate", "on_commit", "beat_schedule", "report_runs"])
+        parser.add_argument("name", choices=["duplicate", "superseded_call", "on_commit", "beat_schedule", "report_runs"])
 
     def handle(self, *args, name, **options):
         self.stdout.write(json.dumps(globals()[name](), default=str))
