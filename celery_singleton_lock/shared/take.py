@@ -13,7 +13,11 @@ retry      inside a running Celery task: the task goes back to its queue for whe
 =========  ==================================================================================
 
 A store that neither grants nor refuses raises :class:`LockBackendError` (an outage: the
-block did not run) or :class:`ConfigurationError` (the store refused: set up wrong).
+block did not run) or :class:`ConfigurationError` (the store refused: set up wrong). A
+block that waits (``on_locked="wait"``) rides an outage that passes within its
+``wait_timeout`` (a failover, a restart, a paused master): it asks again, a little later
+each time, and only an outage that lasts past the timeout ends it with
+:class:`LockBackendError`; a store set up wrong ends it at once.
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ __all__ = ["Ask", "take"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
+#: A waiting block's first pause after an outage answer, doubled up to the most (seconds): a
+#: failover is over in about a second, and a store that is down is not asked in a busy loop.
+RIDE_FIRST_DELAY = 0.05
+RIDE_MAX_DELAY = 0.5
+
 
 class Ask:
     """What one block asks the store: its key, token and holder, and who sends the signals."""
@@ -44,9 +53,15 @@ class Ask:
         self.lock, self.store, self.key, self.token, self.holder = lock, store, key, token, holder
         self.tuning, self.task_id, self.description = tuning, holder.task_id or None, description
 
-    def once(self) -> Tuple[Union[Grant, Conflict], float]:
-        """One ask; a lock store that started a moment ago grants nothing yet, so the ask waits its window."""
-        return self._answered(lambda: wait_for_gate(self._ask, self._young), "acquire")
+    def once(self, ride: bool = False) -> Tuple[Union[Grant, Conflict], float]:
+        """One ask; a lock store that started a moment ago grants nothing yet, so the ask waits its window.
+        With ``ride``, an outage is ridden for up to ``wait_timeout`` (see the module docstring)."""
+        if ride:
+            return self._riding(self._gated, time.monotonic() + self.tuning.wait_timeout, "acquire")
+        return self._answered(self._gated, "acquire")
+
+    def _gated(self) -> Tuple[Union[Grant, Conflict], float]:
+        return wait_for_gate(self._ask, self._young)
 
     def _ask(self) -> Tuple[Union[Grant, Conflict], float]:
         started = time.monotonic()
@@ -61,6 +76,23 @@ class Ask:
             return call()
         except STORE_ERRORS as exc:
             self._unavailable(exc, step)
+
+    def _riding(self, call: Callable[[], Any], deadline: float, step: str) -> Any:
+        """``call()``, asked again through an outage until ``deadline``; then the outage is raised."""
+        delay, told = RIDE_FIRST_DELAY, False
+        while True:
+            try:
+                return call()
+            except STORE_ERRORS as exc:
+                remaining = deadline - time.monotonic()
+                if permanent_problem(exc, step) is not None or remaining <= 0:
+                    self._unavailable(exc, step)
+                if not told:
+                    logger.warning("singleton lock: %s: the lock store did not answer for %s (%s); asking again "
+                                   "for up to %.1fs", self.lock.where, self.key, error_text(exc), remaining)
+                    told = True
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0.0)))
+            delay = min(delay * 2, RIDE_MAX_DELAY)
 
     def _unavailable(self, exc: BaseException, step: str) -> NoReturn:
         problem = permanent_problem(exc, step)
@@ -79,19 +111,19 @@ class Ask:
         def waiting() -> Tuple[Union[Grant, Conflict], float]:
             with self.store.release_events(self.key) as events:
                 while True:
-                    outcome, started = self.once()
+                    outcome, started = self._gated()
                     remaining = deadline - time.monotonic()
                     if isinstance(outcome, Grant) or remaining <= 0:
                         return outcome, started
                     # Also wake when the soonest place would end (a window, a dead holder's lease).
                     events.wait(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01))
 
-        return self._answered(waiting, "wait")
+        return self._riding(waiting, deadline, "wait")
 
 
 def take(ask: Ask, task: Any) -> float:
     """Take the block's place, or do what ``on_locked`` says; the monotonic time before the granted ask."""
-    outcome, started = ask.once()
+    outcome, started = ask.once(ride=ask.lock.on_locked == "wait")
     if isinstance(outcome, Grant):
         return started
     lock, policy = ask.lock, ask.lock.on_locked

@@ -3,7 +3,7 @@
 Given three redis-servers started here, when two of them are paused (SIGSTOP) while acquires
 are on their way and resumed (SIGCONT) after the attempts gave up, then the locks those
 masters took late are released again, and another process is granted each key within about
-a second of their return, not after the ttl.
+a second of their return, not after the ttl; a block waiting for a place rides the outage.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from contextlib import contextmanager
 from typing import Iterator, List
 
 import pytest
+from celery import Celery
 
+from celery_singleton_lock import SharedLock
+from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import Grant, new_token
 from celery_singleton_lock.store.connect import open_store
 from celery_singleton_lock.store.quorum import QuorumUnavailable
@@ -34,6 +37,17 @@ def masters() -> Iterator[Masters]:
         yield started
     finally:
         started.stop()
+
+
+@pytest.fixture
+def app(masters: Masters) -> Iterator[Celery]:
+    made = Celery("failover-quorum", broker="memory://", set_as_current=False)
+    made.conf.singleton_lock_url = masters.urls
+    made.conf.singleton_lock_prefix = f"fq{new_token()[:6]}"
+    try:
+        yield made
+    finally:
+        runtime_for(made).close()
 
 
 @contextmanager
@@ -71,3 +85,30 @@ def test_acquires_that_two_paused_masters_take_late_are_undone_when_they_resume(
     finally:
         failing.close()
         other.close()
+
+
+def test_a_waiting_hold_rides_two_masters_paused_within_its_wait_timeout(masters, app):
+    lock = SharedLock("ride", ttl=2, wait_timeout=8, app=app)
+    holder = open_store(masters.urls, {})
+    try:
+        # Given a place held elsewhere for a second (never renewed: it ends at its ttl)
+        key = lock.keys(runtime_for(app), ()).lock
+        assert isinstance(holder.acquire(key, new_token(), 1000, HOLDER), Grant)
+        waited = []
+
+        def block() -> None:
+            with lock.hold() as held:
+                waited.append(held.token)
+
+        # When a block waits for it, and two of the three masters are paused from before that place
+        # ends until after (the block's asks meanwhile find no majority)
+        with ThreadPoolExecutor(1) as pool:
+            done = pool.submit(block)
+            time.sleep(0.3)  # the block is waiting
+            with paused(masters, [1, 2]):
+                time.sleep(1.5)
+            # then it keeps waiting through the outage, and takes the place when it frees
+            done.result(timeout=10)
+        assert waited
+    finally:
+        holder.close()
