@@ -9,37 +9,47 @@ rename) as a hold starts and ends. When the process dies, the main process reads
 and releases each hold by its token: a hold the process gave back already is a harmless
 no-op. Only pool processes keep the file (:func:`enable` runs at ``worker_process_init``);
 a script or a web process, which no main process watches, writes nothing. The directory
-is the user's alone (mode 0700): a token lets its bearer release the place.
+is the user's alone (mode 0700): a token lets its bearer release the place. Every process
+reaches it through :mod:`.hold_dir`, which refuses a directory another user could control
+and follows no link out of it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import signals
 from ..store import STORE_ERRORS, LockBackend, error_text
+from . import hold_dir
+from .hold_dir import UntrustedDirectory
 
-__all__ = ["enable", "note", "drop", "release_holds_of", "forget_all", "prune_dead", "directory", "Named"]
+__all__ = ["enable", "note", "drop", "release_holds_of", "forget_all", "claim", "directory", "Named"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
 _MUTEX = threading.Lock()
-#: This process's holds, by token: (key, name); the file, once :func:`enable` named one.
+#: This process's holds, by token: (key, name); once :func:`enable` named one, the file's name and
+#: its directory's descriptor (checked once, then every write goes through it).
 _HOLDS: Dict[str, Tuple[str, str]] = {}
 _PATH: Optional[str] = None
+_DIR: Optional[int] = None
 
 
 def _after_fork() -> None:
     """A forked process has none of its parent's holds, and a mutex another thread held at the fork
     would never be let go of: both start afresh (its own file is named by :func:`enable`)."""
-    global _MUTEX, _PATH
+    global _MUTEX, _PATH, _DIR
     _MUTEX = threading.Lock()
     _HOLDS.clear()
-    _PATH = None
+    if _DIR is not None:
+        try:
+            os.close(_DIR)
+        except OSError:
+            pass
+    _PATH = _DIR = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -56,32 +66,28 @@ class Named:
 
 def directory(main_pid: int) -> str:
     """Where the pool processes of the worker whose main process is ``main_pid`` keep their holds."""
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(tempfile.gettempdir(), f"celery-singleton-lock-{uid}", str(main_pid))
+    return os.path.join(hold_dir.base_path(), str(main_pid))
 
 
-def _private(path: str) -> bool:
-    """Make ``path`` (and its parent) a directory only this user reads; ``False`` when it is another's."""
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        for where in (os.path.dirname(path), path):
-            status = os.stat(where)
-            if status.st_uid != os.getuid():
-                return False
-            if status.st_mode & 0o077:  # made by an older version, or under another umask
-                os.chmod(where, 0o700)
-        return True
-    except OSError:
-        return False
+def claim(main_pid: int) -> None:
+    """The worker's main process at start: its directory checked and marked, stale notes cleaned;
+    :class:`~.hold_dir.UntrustedDirectory` when another user could control it."""
+    hold_dir.claim(main_pid)
 
 
 def enable(main_pid: int) -> None:
     """In a pool process: keep this process's holds in a file its main process reads."""
-    global _PATH
-    where = directory(main_pid)
+    global _PATH, _DIR
     with _MUTEX:
-        _PATH = os.path.join(where, str(os.getpid())) if _private(where) else None
+        try:
+            fd = hold_dir.open_own(main_pid, create=True)
+        except (UntrustedDirectory, OSError) as exc:
+            logger.error("singleton lock: this pool process does not note its shared holds: %s; if it dies "
+                         "inside a hold, the hold ends within its ttl", exc)
+            return
+        if _DIR is not None:
+            os.close(_DIR)
+        _DIR, _PATH = fd, directory(main_pid)
         _write()
 
 
@@ -100,38 +106,42 @@ def drop(token: str) -> None:
 
 
 def _write() -> None:
-    if _PATH is None:
+    if _DIR is None:
         return
+    own = str(os.getpid())
     text = "".join(f"{name}\t{key}\t{token}\n" for token, (key, name) in _HOLDS.items())
     try:
-        with open(os.open(_PATH + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
-                  encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(_PATH + ".tmp", _PATH)
+        handle = os.open(own + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600,
+                         dir_fd=_DIR)
+        with open(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(own + ".tmp", own, src_dir_fd=_DIR, dst_dir_fd=_DIR)
     except OSError as exc:
         logger.warning("singleton lock: cannot note the shared holds of this process in %s (%s); if it dies "
                        "inside a hold, the hold ends within its ttl", _PATH, exc)
 
 
-def _read(path: str) -> List[Tuple[str, str, str]]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return []
-    return [tuple(line.split("\t", 2)) for line in lines if line.count("\t") >= 2]  # type: ignore[misc]
+def _read(text: str) -> List[Tuple[str, str, str]]:
+    return [tuple(line.split("\t", 2)) for line in text.splitlines() if line.count("\t") >= 2]  # type: ignore[misc]
 
 
 def release_holds_of(store: LockBackend, app: Any, pid: int, why: str,
                      sender: Callable[[str, Any], Any] = Named) -> int:
     """In the main process: release what pool process ``pid`` held when it died; how many were released."""
-    path = os.path.join(directory(os.getpid()), str(pid))
-    holds = _read(path)
-    for leftover in (path, path + ".tmp"):
-        try:
-            os.unlink(leftover)
-        except OSError:
-            pass
+    try:
+        where = hold_dir.open_own(os.getpid())
+    except FileNotFoundError:
+        return 0
+    except (UntrustedDirectory, OSError) as exc:
+        logger.error("singleton lock: the shared holds of pool process %s after %s are not read: %s; they end "
+                     "within their ttl", pid, why, exc)
+        return 0
+    try:
+        holds = _read(hold_dir.read_file(where, str(pid)) or "")
+        for leftover in (str(pid), f"{pid}.tmp"):
+            hold_dir.unlink(where, leftover)
+    finally:
+        os.close(where)
     if not holds:
         return 0
     try:
@@ -149,31 +159,16 @@ def release_holds_of(store: LockBackend, app: Any, pid: int, why: str,
     return sum(bool(done) for done in released)
 
 
-def prune_dead() -> None:
-    """Remove the notes of workers whose main process is gone (killed: nobody removed them)."""
-    parent = os.path.dirname(directory(os.getpid()))
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return
-    for name in names:
-        if name.isdigit() and int(name) != os.getpid() and not os.path.exists(f"/proc/{name}"):
-            forget_all(int(name))
-
-
 def forget_all(main_pid: int) -> None:
-    """The worker's main process is done: remove its pool processes' files."""
-    where = directory(main_pid)
+    """The worker's main process is done: its pool processes' files go, and its directory."""
     try:
-        names = os.listdir(where)
-    except OSError:
+        base = hold_dir.open_base()
+    except FileNotFoundError:
         return
-    for name in names:
-        try:
-            os.unlink(os.path.join(where, name))
-        except OSError:
-            pass
+    except (UntrustedDirectory, OSError) as exc:
+        logger.error("singleton lock: the hold files of this worker are not removed at shutdown: %s", exc)
+        return
     try:
-        os.rmdir(where)
-    except OSError:
-        pass
+        hold_dir.remove_tree(base, str(main_pid))
+    finally:
+        os.close(base)

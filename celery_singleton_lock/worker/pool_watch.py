@@ -18,7 +18,7 @@ from typing import Any
 from ..runtime import holds
 from ..runtime.lock_runtime import runtime_for
 
-__all__ = ["watch_pool", "in_pool_process", "forget_pool"]
+__all__ = ["claim_hold_directory", "watch_pool", "in_pool_process", "forget_pool"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -29,6 +29,12 @@ def _processes(pool: Any) -> Any:
     return inner if inner is not None and hasattr(inner, "on_process_up") else None
 
 
+def claim_hold_directory() -> None:
+    """Main process, before the pool starts: the hold-file directory is this user's own, or the worker
+    refuses to start (:class:`~.runtime.hold_dir.UntrustedDirectory`, a ``ConfigurationError``)."""
+    holds.claim(os.getpid())
+
+
 def watch_pool(app: Any, consumer: Any) -> None:
     """Main process, worker ready: watch the pool's processes now and every one started later."""
     inner = _processes(getattr(consumer, "pool", None))
@@ -37,7 +43,6 @@ def watch_pool(app: Any, consumer: Any) -> None:
     watch = runtime_for(app).child_watch
     if not watch.supported:
         return
-    holds.prune_dead()
     for process in list(getattr(inner, "_pool", ()) or ()):
         if getattr(process, "pid", None):
             watch.watch_child(process.pid)
@@ -58,8 +63,17 @@ def watch_pool(app: Any, consumer: Any) -> None:
 
 
 def in_pool_process() -> None:
-    """A prefork pool process starts: it notes its shared holds for its main process."""
-    holds.enable(os.getppid())
+    """A prefork pool process starts: it notes its shared holds for its main process.
+
+    The solo pool sends ``worker_process_init`` in the worker's main process itself: nothing
+    watches it from above (its own exit releases its holds), so it writes nothing (it used to
+    write under its parent's pid, where nothing removed the files).
+    """
+    from billiard.process import current_process
+
+    main_pid = getattr(current_process(), "_parent_pid", None)  # None in a main process
+    if main_pid:
+        holds.enable(main_pid)
 
 
 def forget_pool() -> None:

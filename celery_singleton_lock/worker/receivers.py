@@ -18,7 +18,7 @@ from ..config.settings import check_written_settings
 from ..exceptions import ConfigurationError
 from ..run.exits import release_all, release_enqueue_lock
 from ..metrics import serve_worker_metrics, stop_worker_metrics
-from .pool_watch import forget_pool, in_pool_process, watch_pool
+from .pool_watch import claim_hold_directory, forget_pool, in_pool_process, watch_pool
 from .solo_releases import hold_releases_in_loop, write_held_releases
 from .start_check import check_lock_store
 
@@ -39,6 +39,7 @@ def on_worker_setup(sender: Any = None, instance: Any = None, **kwargs: Any) -> 
     """
     app = getattr(instance, "app", None) or current_app
     try:
+        claim_hold_directory()
         warning = check_lock_store(app)
         serve_worker_metrics(app)
     except ConfigurationError as exc:

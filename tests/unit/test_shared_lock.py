@@ -12,7 +12,7 @@ from celery import Celery
 
 from celery_singleton_lock import (ConfigurationError, LockedError, LockLostError, SharedLock,
                                    UnencodableArgumentError, lock_acquired, lock_conflict, lock_lost, lock_released)
-from celery_singleton_lock.runtime import holds, runtime_for
+from celery_singleton_lock.runtime import hold_dir, holds, runtime_for
 from celery_singleton_lock.store import MemoryBackend
 from tests.support.apps import MADE
 from tests.support.waits import wait_for
@@ -261,7 +261,7 @@ def test_the_main_process_gives_back_what_a_dead_pool_process_noted(tmp_path, mo
     store = MemoryBackend()
     app = _app(store)
     lock = SharedLock("noted", on_locked="raise", app=app)
-    monkeypatch.setattr(holds.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(hold_dir.tempfile, "gettempdir", lambda: str(tmp_path))
     holds.enable(os.getpid())  # this process plays the pool process and its main process
     try:
         hold = lock.hold()
@@ -272,8 +272,7 @@ def test_the_main_process_gives_back_what_a_dead_pool_process_noted(tmp_path, mo
         assert store.keys() == []
         assert not os.path.exists(os.path.join(holds.directory(os.getpid()), str(os.getpid())))
     finally:
-        monkeypatch.setattr(holds, "_PATH", None)
-        holds._HOLDS.clear()
+        holds._after_fork()  # this process's notes end as a new process's would
 
 
 def test_the_app_that_describes_its_calls_names_the_key_values():
