@@ -255,8 +255,8 @@ class Renewer:
     def _renew(self, batch: List[Lease]) -> None:
         started = self._clock()
         for lease in [lease for lease in batch if lease.ran_out(started)]:
-            # Paused or starved past its TTL: another holder may have it now. Never renewed again.
-            self._lose(lease, "its TTL ran out before it could be renewed (the process was paused or starved)")
+            # Past its TTL: another holder may have it now. Never renewed again.
+            self._lose(lease, _ran_out_reason(lease))
             batch.remove(lease)
         if not batch:
             return
@@ -268,8 +268,9 @@ class Renewer:
                            error_text(exc))
             retry_at = self._clock()
             for lease in batch:
+                lease.unreached = error_text(exc)
                 if lease.ran_out(retry_at):
-                    self._lose(lease, "its TTL ran out while Redis could not be reached")
+                    self._lose(lease, _ran_out_reason(lease))
                 else:
                     lease.next_due = retry_at + min(lease.heartbeat / 2, 1.0)
             return
@@ -277,6 +278,7 @@ class Renewer:
             if ok:
                 lease.confirmed_at = started
                 lease.next_due = started + lease.heartbeat
+                lease.unreached = None
             else:
                 self._lose(lease, "Redis no longer holds its token (expired or taken over)")
 
@@ -291,3 +293,10 @@ class Renewer:
                 self._on_lost(lease, reason)
             except Exception:
                 logger.exception("singleton-lock heartbeat: lost-lock callback failed")
+
+
+def _ran_out_reason(lease: Lease) -> str:
+    """Why a lease ran out: the store did not answer its renewals, or the process ran too late to send one."""
+    if lease.unreached is not None:
+        return f"its TTL ran out while the lock store could not be reached to renew it (last error: {lease.unreached})"
+    return "its TTL ran out before it could be renewed (the process was paused or starved)"

@@ -31,7 +31,7 @@ class Lease:
     """One held lock as the renewer sees it; ``lost`` is set when it is gone."""
 
     __slots__ = ("key", "token", "ttl", "heartbeat", "confirmed_at", "next_due", "lost",
-                 "released", "context", "holder", "_tail", "__weakref__")
+                 "released", "context", "holder", "unreached", "_tail", "__weakref__")
 
     def __init__(self, key: str, token: str, ttl: float, heartbeat: float, confirmed_at: float,
                  context: Any = None, holder: Optional[Holder] = None) -> None:
@@ -47,6 +47,9 @@ class Lease:
         #: Who holds it: a renewal that takes the lock back after a restart writes it again (:attr:`tail`),
         #: so duplicates still learn who runs.
         self.holder = holder
+        #: Why the last renewal since the last confirmed one got no answer (``None``: none failed), so a
+        #: lock that runs out meanwhile is reported lost for that, not for a paused process.
+        self.unreached: Optional[str] = None
         self._tail: Optional[str] = None
 
     def ran_out(self, now: float) -> bool:

@@ -3,12 +3,14 @@
 Given three redis-servers started here, when two of them are paused (SIGSTOP) while acquires
 are on their way and resumed (SIGCONT) after the attempts gave up, then the locks those
 masters took late are released again, and another process is granted each key within about
-a second of their return, not after the ttl; a block waiting for a place rides the outage.
+a second of their return, not after the ttl; a block waiting for a place rides the outage; a
+hold lost because the store did not answer says so.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,12 +20,13 @@ from typing import Iterator, List
 import pytest
 from celery import Celery
 
-from celery_singleton_lock import SharedLock
+from celery_singleton_lock import SharedLock, lock_lost
 from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import Grant, new_token
 from celery_singleton_lock.store.connect import open_store
 from celery_singleton_lock.store.quorum import QuorumUnavailable
 from tests.integration.topo import HOLDER
+from tests.support.servers import RedisServer
 from tests.support.topologies import Masters
 from tests.support.waits import wait_for
 
@@ -112,3 +115,29 @@ def test_a_waiting_hold_rides_two_masters_paused_within_its_wait_timeout(masters
         assert waited
     finally:
         holder.close()
+
+
+def test_a_hold_lost_while_the_store_did_not_answer_is_told_so_not_as_a_paused_process():
+    server = RedisServer().start()
+    app = Celery("failover-unreached", broker="memory://", set_as_current=False)
+    app.conf.singleton_lock_url = server.url
+    lock = SharedLock("unreached", ttl=1.5, app=app)
+    reasons: List[str] = []
+
+    def lost(sender=None, reason=None, **kwargs) -> None:
+        if sender is lock:
+            reasons.append(reason)
+
+    lock_lost.connect(lost, weak=False, dispatch_uid="test-unreached")
+    try:
+        with lock.hold() as held:
+            # When the lock store goes away for longer than the ttl (its renewals are refused at once)
+            server.stop()
+            wait_for(lambda: held.lost, 5, interval=0.05, what="the hold marked lost")
+        # then the loss names the lock store, not a paused or starved process
+        assert len(reasons) == 1 and "could not be reached" in reasons[0] and "paused" not in reasons[0], reasons
+    finally:
+        lock_lost.disconnect(dispatch_uid="test-unreached")
+        runtime_for(app).close()
+        server.stop()
+        shutil.rmtree(server._dir, ignore_errors=True)
