@@ -10,6 +10,6 @@
 May import: ``exceptions``, ``signals``, ``store``, ``config``, ``metrics``, ``calls``, ``runtime``, ``run``.
 """
 
-from .resource import SharedLock
+from .resource import SharedLock, refuse_unbound
 
-__all__ = ["SharedLock"]
+__all__ = ["SharedLock", "refuse_unbound"]

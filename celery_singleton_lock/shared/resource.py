@@ -22,6 +22,7 @@ current app) is read when a block first takes a place.
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from celery import current_app
@@ -37,7 +38,7 @@ from .hold import Hold
 from .held import HeldPlace
 from .tuning import Tuning, seconds, tune
 
-__all__ = ["SharedLock", "ON_LOCKED"]
+__all__ = ["SharedLock", "ON_LOCKED", "refuse_unbound"]
 
 #: What a hold does when every place of its key is taken (see :mod:`.take`).
 ON_LOCKED = ("wait", "raise", "retry")
@@ -79,6 +80,8 @@ class SharedLock:
         self._blocks = threading.local()  # ``with lock:``: each thread's open holds, innermost last
         if app is not None:
             self._refuse_unsupported(app)
+        else:
+            _UNBOUND.add(self)
 
     # -- what the resource is under an app ------------------------------------------------------------
     @property
@@ -104,6 +107,10 @@ class SharedLock:
             known = (app, tune(self.where, app.conf, self.ttl, self.wait_timeout))
             self._tuned[id(app)] = known
         return known[1]
+
+    def refuse_unsupported(self, app: Any) -> None:
+        """Refuse what ``app``'s lock store cannot keep (a worker's start calls it: :func:`refuse_unbound`)."""
+        self._refuse_unsupported(app)
 
     def _refuse_unsupported(self, app: Any) -> None:
         """A quorum of masters keeps one place per key: ``limit > 1`` is refused there, as ``lock_limit`` is."""
@@ -175,3 +182,16 @@ def _sharers(app: Any) -> Iterator[Sharer]:
         if callable(resolve):
             options, argument_key = resolve()
             yield task.name, options, argument_key.arity
+
+
+#: Shared locks made without ``app=`` (module-level ones, mostly): nothing could be checked at their
+#: construction, so a worker checks them against its app as it starts. Weak: a lock that is gone
+#: leaves the set.
+_UNBOUND: "weakref.WeakSet[SharedLock]" = weakref.WeakSet()
+
+
+def refuse_unbound(app: Any) -> None:
+    """Refuse, as a worker of ``app`` starts, a shared lock made without ``app=`` that ``app``'s lock
+    store cannot keep (``limit > 1`` on a quorum), instead of at its first block inside a running task."""
+    for lock in list(_UNBOUND):
+        lock.refuse_unsupported(app)

@@ -12,6 +12,7 @@ from typing import Any, Optional, Tuple, Union
 from ..exceptions import ConfigurationError
 from ..config.settings import check_written_settings, resolve_settings
 from ..config.sharing import refuse_disagreeing
+from ..shared import refuse_unbound
 from ..store import (STORE_ERRORS, KeyLayout, ProbeFailed, error_text, open_store, permanent_problem, probe_store,
                     redact, unverified_tls)
 from ..task import LockedTask
@@ -23,13 +24,15 @@ def check_lock_store(app: Any) -> Optional[str]:
     """Probe the app's lock store once, as a worker starts (see :mod:`.store.probe`).
 
     Raises :class:`ConfigurationError` when it is set up wrong (on any master of a
-    quorum), or when tasks sharing a ``lock_name`` disagree on the lock's shape: that
+    quorum), when a ``SharedLock`` made without ``app=`` asks what the store cannot keep,
+    or when tasks sharing a ``lock_name`` disagree on the lock's shape: that
     does not pass by waiting. Returns a warning when it is merely
     unreachable (the worker may start: tasks follow ``on_lock_error`` until it
     answers) or talked to over TLS that verifies nothing, ``None`` when all is
     well or the app has no locked task.
     """
     check_written_settings(app.conf)  # whether or not a task reads them
+    refuse_unbound(app)  # a module's SharedLock(limit=3) on a quorum: here, not inside a running task
     locked = [task for task in app.tasks.values() if isinstance(task, LockedTask)]
     if not locked:
         return None

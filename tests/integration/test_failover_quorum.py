@@ -4,7 +4,8 @@ Given three redis-servers started here, when two of them are paused (SIGSTOP) wh
 are on their way and resumed (SIGCONT) after the attempts gave up, then the locks those
 masters took late are released again, and another process is granted each key within about
 a second of their return, not after the ttl; a block waiting for a place rides the outage; a
-hold lost because the store did not answer says so.
+hold lost because the store did not answer says so; a module's ``SharedLock(limit=3)`` made
+without ``app=`` stops a quorum worker as it starts.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from celery_singleton_lock.runtime import runtime_for
 from celery_singleton_lock.store import Grant, new_token
 from celery_singleton_lock.store.connect import open_store
 from celery_singleton_lock.store.quorum import QuorumUnavailable
-from tests.integration.topo import HOLDER
+from tests.integration.test_misconfigured_store import EXIT_CONFIG, the_one_line
+from tests.integration.topo import HOLDER, worker_env
 from tests.support.servers import RedisServer
 from tests.support.topologies import Masters
 from tests.support.waits import wait_for
+from tests.support.workers import Worker
 
 TTL_MS = 6000
 
@@ -141,3 +144,16 @@ def test_a_hold_lost_while_the_store_did_not_answer_is_told_so_not_as_a_paused_p
         runtime_for(app).close()
         server.stop()
         shutil.rmtree(server._dir, ignore_errors=True)
+
+
+def test_a_module_shared_lock_of_three_without_an_app_stops_a_quorum_worker_at_start(masters, test_env):
+    worker = Worker("tests.integration.proj_quorum_shared", dict(test_env, **worker_env(masters.urls)),
+                    name=f"refused-{new_token()[:6]}", concurrency=1)
+    try:
+        with pytest.raises(RuntimeError, match="exited with"):
+            worker.start(timeout=60)
+        assert worker.process is not None and worker.process.returncode == EXIT_CONFIG
+        line = the_one_line(worker.log())
+        assert "shared lock 'three-at-once': limit=3 with a quorum lock store" in line, line
+    finally:
+        worker.stop()
