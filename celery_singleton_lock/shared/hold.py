@@ -6,6 +6,8 @@ never deleted from under a later holder. While it is held the process's one hear
 renews it (:class:`~.store.Renewer`), reports its loss (log, ``lock_lost``, ``held.lost``),
 and a pool process notes it where its worker's main process reads it if the process dies
 (:mod:`.runtime.holds`): the main process then gives it back at once, not at the lease's end.
+The note is written before the place is asked for and erased only after it was given back,
+so there is no instant at which the process holds a place its note does not name.
 """
 
 from __future__ import annotations
@@ -55,14 +57,20 @@ class Hold:
                         task=task.name if task is not None else "", twins=False)
         token = new_token()
         ask = Ask(lock, runtime.store, keys.lock, token, holder, tuning, description)
-        started = take(ask, task)
+        # Noted before it is asked for: a process killed as the place is granted leaves a note its
+        # main process releases by token (a no-op when the place never came).
+        holds.note(keys.lock, token, lock.name)
+        try:
+            started = take(ask, task)
+        except BaseException:
+            holds.drop(token)
+            raise
         lease = Lease(keys.lock, token, tuning.ttl, tuning.heartbeat, confirmed_at=started, holder=holder)
         held = HeldPlace(lock, keys.lock, token, lambda: runtime.store.fence(keys.lock, keys.fence, token),
                          task_id, lease, description)
         lease.context = held
         self._lease, self._held = lease, held
         try:  # from the grant on, the place is given back however the block ends
-            holds.note(keys.lock, token, lock.name)
             runtime.renewer.hold(lease)
             signals.lock_acquired.send(sender=lock, key=keys.lock, task_id=task_id or None, lock=held,
                                        acquire_seconds=time.monotonic() - started, description=description)
@@ -76,9 +84,13 @@ class Hold:
         if lease is None or held is None or lease.released:
             return
         exit = exit_of(exc)
-        if exit != TERMINATED:  # the pool is ending this process: its main process gives the place back
-            holds.drop(lease.token)
-        release_after_run(self.runtime, lease, self.lock, held.task_id or None, None, exit)
+        try:
+            release_after_run(self.runtime, lease, self.lock, held.task_id or None, None, exit)
+        finally:
+            # Erased once the place is given back, so no instant leaves it unnoted; kept when the pool is
+            # ending this process: its main process gives the place back.
+            if exit != TERMINATED:
+                holds.drop(lease.token)
 
     @property
     def held(self) -> Optional[HeldPlace]:

@@ -106,6 +106,20 @@ def hold_long(self, duration=30.0):
         _sleep(duration)
 
 
+churn = SharedLock("churn", ttl=300)  # a place left by a dead process would outlive the test
+
+
+@app.task(shared=False, bind=True)
+def churn_holds(self, seconds=30.0, block=0.003):
+    """Short blocks back to back, one key per pool process, until ``seconds`` have passed."""
+    pid = os.getpid()
+    events().sadd("churning", pid)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with churn.hold(pid):
+            time.sleep(block)
+
+
 @app.task(shared=False, bind=True, max_retries=0)
 def one_by_one(self, n, duration=0.3):
     events().rpush("entered", json.dumps(dict(id=self.request.id, n=n, retries=self.request.retries)))

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 from typing import List
 
 import pytest
@@ -18,7 +20,7 @@ import pytest
 from celery_singleton_lock import SharedLock
 from celery_singleton_lock.runtime import runtime_for
 from tests.integration.helpers import by_key, lock_keys, most_at_once, overlaps, records, settle
-from tests.support.waits import wait_for
+from tests.support.waits import WaitTimeout, wait_for
 
 APP = "tests.integration.proj_shared"
 
@@ -118,6 +120,35 @@ def test_a_pool_process_killed_inside_a_hold_gives_its_place_back_at_once(shared
     wait_for(lambda: _held(lock_redis, "long-held") == 1, 3, what="the killed process's place to free")
     for result in results:
         result.revoke(terminate=True)
+
+
+def test_pool_processes_killed_at_random_instants_of_short_blocks_leave_no_place_for_the_ttl(
+        shared_proj, start_worker, events_redis, lock_redis):
+    # Given four pool processes, each taking and giving back its own key's place every 3 ms (ttl 300 s)
+    start_worker(concurrency=4, app=APP)
+    runtime = runtime_for(shared_proj.app)
+    running = [shared_proj.churn_holds.delay() for _ in range(4)]
+    rng = random.Random(44)
+    killed = []
+    # When 200 of them are SIGKILLed, each at a random instant of its blocks (a new call replaces each)
+    while len(killed) < 200:
+        pid = int(wait_for(lambda: events_redis.spop("churning"), 30, interval=0.002, what="a churning process"))
+        time.sleep(rng.uniform(0, 0.008))
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+        running.append(shared_proj.churn_holds.delay())
+    # Then the worker's main process gave every killed process's place back promptly: none waits for its ttl
+    keys = {pid: shared_proj.churn.keys(runtime, (pid,)).lock for pid in killed}
+    held = lambda: [pid for pid, key in keys.items() if lock_redis.exists(key)]  # noqa: E731
+    try:
+        wait_for(lambda: not held(), 5, interval=0.1, what="every killed process's place to be given back")
+    except WaitTimeout:
+        pass  # counted below
+    kept = held()
+    shared_proj.app.control.purge()
+    for result in running:
+        result.revoke(terminate=True)
+    assert kept == [], f"{len(kept)} of {len(killed)} places kept by dead processes"
 
 
 def test_retry_requeues_the_task_without_spending_its_retries_and_every_call_runs(shared_proj, start_worker,
