@@ -26,7 +26,8 @@ from celery import Task
 from .calls import headers
 from .enqueue import supersede
 from .calls.arguments import ArgumentKey, LockKeySpec, check_call_shape
-from .exceptions import LockedError
+from .config import refused
+from .exceptions import ConfigurationError, LockedError
 from .run.handle import ExecutionLock
 from .calls.limits import refuse_unsupported
 from .config.options import LockOptions, refuse_unknown_options, resolve_options
@@ -87,14 +88,32 @@ class LockedTask(Task):
 
     @classmethod
     def _resolve_singleton_lock(cls, app: Any) -> Tuple[LockOptions, ArgumentKey]:
+        """Resolve once; a refusal is kept and raised the same way at every later use (see :mod:`.config.refused`)."""
+        refusal = refused.kept(app, cls)
+        if refusal is not None:
+            raise refusal
+        try:
+            return cls._resolve_options(app)
+        except ConfigurationError as exc:
+            raise refused.refuse(app, exc, cls)
+
+    @classmethod
+    def _resolve_options(cls, app: Any) -> Tuple[LockOptions, ArgumentKey]:
         settings = resolve_settings(app.conf)  # the app's lock settings too: a wrong URL or prefix fails now
         refuse_unknown_options(cls.name, _own_attributes(cls), _class_names())
         options = resolve_options(cls.name, lambda attr: getattr(cls, attr, None), app.conf)
         supersede.refuse_without_generations(cls.name, options, settings)
         refuse_unsupported(cls.name, options, settings)
         argument_key = ArgumentKey(cls.name, _signature_target(cls), options.key, strict=cls.typing is not False)
-        refuse_disagreeing([*_sharing(app, cls.name, options.key_name(cls.name)),
-                            (cls.name, options, argument_key.arity)])
+        sharing = list(_sharing(app, cls.name, options.key_name(cls.name)))
+        try:
+            refuse_disagreeing([*sharing, (cls.name, options, argument_key.arity)])
+        except ConfigurationError as exc:
+            for other, *_ in sharing:  # the shared lock itself is wrong: each task under it is refused alike
+                partner = type(app._tasks[other])
+                partner._singleton_lock_resolved = None
+                refused.keep(app, partner, exc)
+            raise
         cls._singleton_lock_resolved = (app, options, argument_key)
         if options.on_locked == "raise" and not issubclass(LockedError, tuple(cls.throws)):
             # A duplicate refused is an expected outcome: the worker logs one line, not a traceback.

@@ -12,13 +12,13 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Collection, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..exceptions import ConfigurationError
 from ..store import MAX_DURATION_MS, MAX_LIMIT
 
-__all__ = ["LockOptions", "MAX_SECONDS", "valid_limit", "duration", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
-           "OPTION_NAMES", "SETTING_NAMES", "refuse_unknown_options", "check_app_defaults"]
+__all__ = ["LockOptions", "MAX_SECONDS", "MIN_TTL", "MIN_PERIOD", "valid_limit", "duration", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
+           "OPTION_NAMES", "SETTING_NAMES", "refuse_unknown_options", "check_app_defaults", "app_default_problems"]
 
 SCOPES = ("running", "queued", "queued_or_running")
 ON_LOCKED = ("skip", "retry", "wait", "raise", "replace")
@@ -108,9 +108,18 @@ def _choice(task: str, name: str, value: Any, allowed: Sequence[str]) -> str:
 
 #: The longest duration an option may name (s): what the store keeps exactly (``MAX_DURATION_MS``).
 MAX_SECONDS = MAX_DURATION_MS // 1000
+#: The shortest lease (s): a lock key's life (``lock_ttl``, ``lock_queue_ttl``, a shared lock's ``ttl``)
+#: below 10 ms is gone before a round trip to Redis has told anyone it was taken.
+MIN_TTL = 0.01
+#: The shortest renewal period (s): the store counts whole milliseconds, and a shorter period only
+#: spins the renewal thread (``lock_heartbeat=1e-12`` is thousands of renewals a second).
+MIN_PERIOD = 0.001
+#: What each of those minimums is, in the words of a refusal.
+_MINIMUMS = {MIN_TTL: "the 10 ms Redis can keep", MIN_PERIOD: "the 1 ms the lock store counts"}
 
 
-def duration(where: str, name: str, value: Any, *, allow_zero: bool = False, task: Optional[str] = None) -> float:
+def duration(where: str, name: str, value: Any, *, allow_zero: bool = False, task: Optional[str] = None,
+             minimum: Optional[float] = None) -> float:
     """A duration in seconds, or a :class:`ConfigurationError` that says ``where`` and names it.
 
     ``nan`` passes every comparison and infinity or a huge number would overflow the store's clock
@@ -126,11 +135,13 @@ def duration(where: str, name: str, value: Any, *, allow_zero: bool = False, tas
     if value > MAX_SECONDS:
         raise ConfigurationError(f"{where}: {name}={value!r} is longer than the {MAX_SECONDS} s (about 31 years) "
                                  "the lock store counts exactly", task=task)
+    if minimum is not None and value < minimum:
+        raise ConfigurationError(f"{where}: {name}={value!r} is below {_MINIMUMS[minimum]}", task=task)
     return float(value)
 
 
-def _seconds(task: str, name: str, value: Any, *, allow_zero: bool = False) -> float:
-    return duration(f"task {task!r}", name, value, allow_zero=allow_zero, task=task)
+def _seconds(task: str, name: str, value: Any, *, allow_zero: bool = False, minimum: Optional[float] = None) -> float:
+    return duration(f"task {task!r}", name, value, allow_zero=allow_zero, task=task, minimum=minimum)
 
 
 def valid_limit(value: Any) -> bool:
@@ -155,11 +166,20 @@ _DEFAULT_CHOICES = {"lock_scope": SCOPES, "on_locked": ON_LOCKED, "on_lock_error
 _DEFAULT_SECONDS = {"lock_queue_ttl": False, "lock_ttl": False, "lock_heartbeat": False, "lock_retry_delay": True,
                     "lock_wait_timeout": True, "lock_debounce": False, "lock_debounce_max": False,
                     "lock_window": True}
+_DEFAULT_MINIMUMS = {"lock_queue_ttl": MIN_TTL, "lock_ttl": MIN_TTL, "lock_heartbeat": MIN_PERIOD}
 
 
 def check_app_defaults(conf: Mapping[str, Any], written: Optional[Mapping[str, str]] = None) -> None:
     """Refuse a wrong app-wide default (``singleton_lock_on_locked = "skipp"``) when the app is set up,
     whether or not a task reads it; ``written`` maps our names to the keys as the user wrote them."""
+    for _, problem in app_default_problems(conf, written)[:1]:
+        raise problem
+
+
+def app_default_problems(conf: Mapping[str, Any],
+                         written: Optional[Mapping[str, str]] = None) -> List[Tuple[str, ConfigurationError]]:
+    """Every wrong app-wide default, each judged on its own: (its ``app.conf`` key, what is wrong)."""
+    problems = []
     for option, (conf_key, _) in _OPTIONS.items():
         value = conf.get(conf_key)
         if value is None:
@@ -169,7 +189,7 @@ def check_app_defaults(conf: Mapping[str, Any], written: Optional[Mapping[str, s
             if option in _DEFAULT_CHOICES:
                 _choice(where, option, value, _DEFAULT_CHOICES[option])
             elif option in _DEFAULT_SECONDS:
-                _seconds(where, option, value, allow_zero=_DEFAULT_SECONDS[option])
+                _seconds(where, option, value, allow_zero=_DEFAULT_SECONDS[option], minimum=_DEFAULT_MINIMUMS.get(option))
             elif option == "lock_retry_max" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise _fail(where, f"must be None or an int >= 0, not {value!r}")
             elif option == "lock_limit" and not callable(value) and (
@@ -177,7 +197,8 @@ def check_app_defaults(conf: Mapping[str, Any], written: Optional[Mapping[str, s
                 raise _fail(where, f"must be an int >= 1 or a function of the call's arguments, not {value!r}")
         except ConfigurationError as exc:
             message = str(exc).split(": ", 1)[1]
-            raise ConfigurationError(f"app-wide default {where} = {value!r} is wrong: {message}") from None
+            problems.append((conf_key, ConfigurationError(f"app-wide default {where} = {value!r} is wrong: {message}")))
+    return problems
 
 
 def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, Any]) -> LockOptions:
@@ -199,11 +220,10 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
     on_locked = _choice(task, "on_locked", _on_locked(task, attrs("on_locked"), pick("on_locked"), debounce),
                         ON_LOCKED)
     on_lock_error = _choice(task, "on_lock_error", pick("on_lock_error"), ON_LOCK_ERROR)
-    ttl = _seconds(task, "lock_ttl", pick("lock_ttl"))
-    if ttl < 0.01:
-        raise _fail(task, f"lock_ttl={ttl!r} is below the 10 ms Redis can keep")
+    ttl = _seconds(task, "lock_ttl", pick("lock_ttl"), minimum=MIN_TTL)
     heartbeat_value = pick("lock_heartbeat")
-    heartbeat = ttl / 3 if heartbeat_value is None else _seconds(task, "lock_heartbeat", heartbeat_value)
+    heartbeat = (ttl / 3 if heartbeat_value is None
+                 else _seconds(task, "lock_heartbeat", heartbeat_value, minimum=MIN_PERIOD))
     if heartbeat >= ttl:
         raise _fail(task, f"lock_heartbeat={heartbeat!r} must be shorter than lock_ttl={ttl!r} "
                           "(the lock would expire between renewals)")
@@ -217,7 +237,7 @@ def resolve_options(task: str, attrs: Callable[[str], Any], conf: Mapping[str, A
     options = LockOptions(
         key=key,
         scope=scope,
-        queue_ttl=_seconds(task, "lock_queue_ttl", pick("lock_queue_ttl")),
+        queue_ttl=_seconds(task, "lock_queue_ttl", pick("lock_queue_ttl"), minimum=MIN_TTL),
         on_locked=on_locked,
         ttl=ttl,
         heartbeat=heartbeat,

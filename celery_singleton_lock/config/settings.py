@@ -12,15 +12,18 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 from urllib.parse import parse_qsl, urlsplit
 
 from ..exceptions import ConfigurationError
 from .namespace import spelled, written_settings
-from .options import SETTING_NAMES, check_app_defaults
+from .options import SETTING_NAMES, app_default_problems, check_app_defaults
 from ..store import LockBackend, ambiguous_credentials, redact, redact_options, split_urls
 
-__all__ = ["AppSettings", "resolve_settings", "check_written_settings", "broker_url"]
+__all__ = ["AppSettings", "resolve_settings", "check_written_settings", "setting_problems", "as_written", "broker_url"]
+
+URL, PREFIX, TRANSPORT = "singleton_lock_url", "singleton_lock_prefix", "singleton_lock_transport_options"
+BACKEND, DESCRIBE = "singleton_lock_backend", "singleton_lock_describe"
 
 
 @dataclass(frozen=True)
@@ -49,27 +52,27 @@ def _scheme(url: str) -> str:
     return url.split("://", 1)[0].lower() if "://" in url else ""
 
 
-def _check_scheme(url: str, in_quorum: bool) -> None:
+def _check_scheme(url: str, in_quorum: bool, name: str) -> None:
     """One Redis, a Cluster or Sentinel (as redis-py and kombu spell them); a quorum lists single masters."""
     parts = [p for p in split_urls(url) if p] or [url]
     schemes = {_scheme(p) for p in parts}
     allowed = _SINGLE_SCHEMES if in_quorum else _SINGLE_SCHEMES + _TOPOLOGY_SCHEMES
     if len(parts) > 1 and schemes != {"sentinel"}:
-        raise ConfigurationError(f"singleton_lock_url {redact(url)!r}: only sentinel:// URLs may be joined with ';'")
+        raise ConfigurationError(f"{name} {redact(url)!r}: only sentinel:// URLs may be joined with ';'")
     if not schemes <= set(allowed):
-        spelled = ", ".join(f"{s}://" for s in allowed)
+        schemes_text = ", ".join(f"{s}://" for s in allowed)
         where = " in a quorum list (independent masters)" if in_quorum else ""
-        raise ConfigurationError(f"singleton_lock_url {redact(url)!r}: scheme must be one of {spelled}{where}")
+        raise ConfigurationError(f"{name} {redact(url)!r}: scheme must be one of {schemes_text}{where}")
     for part in parts:
-        _check_host(part, url)
+        _check_host(part, url, name)
 
 
-def _check_host(part: str, url: str) -> None:
+def _check_host(part: str, url: str, name: str) -> None:
     """Refuse a URL that names no server: redis-py would pick localhost, a different Redis on every host."""
     scheme = _scheme(part)
     if ambiguous_credentials(part):
         raise ConfigurationError(
-            f"singleton_lock_url {redact(url)!r} cannot be read: it has an '@' after a '/', '?' or '#'; "
+            f"{name} {redact(url)!r} cannot be read: it has an '@' after a '/', '?' or '#'; "
             "percent-encode a password's '/', '?', '#', '@' and ';' (urllib.parse.quote(password, safe='')), "
             "and an '@' in a query value")
     try:
@@ -82,13 +85,13 @@ def _check_host(part: str, url: str) -> None:
             named = bool(pieces.hostname)
             pieces.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:  # its text quotes the piece it could not read: a password's, maybe
-        raise ConfigurationError(f"singleton_lock_url {redact(url)!r} cannot be read: its host or port is not "
+        raise ConfigurationError(f"{name} {redact(url)!r} cannot be read: its host or port is not "
                                  "one (percent-encode a password's '/', '?', '#', '@' and ';')") from None
     if not named:
         what = "socket path" if scheme == "unix" else "host"
         raise ConfigurationError(
-            f"singleton_lock_url {redact(url)!r} names no {what}: redis-py would use localhost, a different Redis "
-            "on every machine, which keeps nothing from running twice across hosts; set singleton_lock_url to "
+            f"{name} {redact(url)!r} names no {what}: redis-py would use localhost, a different Redis "
+            f"on every machine, which keeps nothing from running twice across hosts; set {name} to "
             "the Redis every worker and publisher shares")
 
 
@@ -105,7 +108,7 @@ def _server(url: str) -> Tuple[str, str, int, int]:
     return "tcp", host, pieces.port or 6379, int(path) if path.isdigit() else 0
 
 
-def _refuse_duplicates(urls: Sequence[str]) -> None:
+def _refuse_duplicates(urls: Sequence[str], name: str) -> None:
     """A quorum of one server named twice is no quorum: no fault tolerance, and false lost-lock reports."""
     seen: Dict[Tuple[str, str, int, int], str] = {}
     for url in urls:
@@ -114,7 +117,7 @@ def _refuse_duplicates(urls: Sequence[str]) -> None:
             kind, host, port, db = server
             where = f"socket {host}" if kind == "unix" else f"{host}:{port}"
             raise ConfigurationError(
-                f"singleton_lock_url names one Redis server twice: {redact(seen[server])!r} and {redact(url)!r} "
+                f"{name} names one Redis server twice: {redact(seen[server])!r} and {redact(url)!r} "
                 f"are both {where} db {db}; a quorum lock needs independent masters: list each once")
         seen[server] = url
 
@@ -142,16 +145,34 @@ def _lock_url_from_broker(conf: Mapping[str, Any]) -> str:
         "and keep nothing from running twice across hosts)")
 
 
-def _refuse_unknown_settings(conf: Mapping[str, Any]) -> None:
+def _unknown_settings(conf: Mapping[str, Any]) -> List[ConfigurationError]:
     """A misspelled ``singleton_lock_*`` setting would leave the default in force without a word;
-    it is named as written (``CELERY_SINGLETON_LOCK_TLL`` under Django's namespace)."""
+    each is named as written (``CELERY_SINGLETON_LOCK_TLL`` under Django's namespace)."""
+    unknown = []
     for written, name in written_settings(conf):
         if name not in SETTING_NAMES:
             close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.5)
             hint = (f"did you mean {spelled(conf, close[0], written)}?" if close
                     else f"the settings are {', '.join(spelled(conf, one, written) for one in SETTING_NAMES)}")
             where = written if written != name else f"app.conf.{name}"
-            raise ConfigurationError(f"unknown setting {where}: {hint}")
+            unknown.append(ConfigurationError(f"unknown setting {where}: {hint}"))
+    return unknown
+
+
+def as_written(conf: Mapping[str, Any], name: str) -> str:
+    """Our setting ``name`` as the user wrote it (``CELERY_SINGLETON_LOCK_URL``), else ``name``."""
+    return next((written for written, ours in written_settings(conf) if ours == name), name)
+
+
+def _defaults_written(conf: Mapping[str, Any]) -> Dict[str, str]:
+    return {name: written if written != name else f"app.conf.{name}" for written, name in written_settings(conf)}
+
+
+def _describe(conf: Mapping[str, Any]) -> None:
+    """``singleton_lock_describe`` is a bool: a string such as ``"yes"`` would fail every locked task."""
+    value = conf.get(DESCRIBE)
+    if value is not None and not isinstance(value, bool):
+        raise ConfigurationError(f"{as_written(conf, DESCRIBE)} must be True or False, not {value!r}")
 
 
 def check_written_settings(conf: Mapping[str, Any]) -> None:
@@ -159,47 +180,76 @@ def check_written_settings(conf: Mapping[str, Any]) -> None:
     app-wide task default right on its own (a task that sets its own ``on_locked`` never reads a
     wrong ``singleton_lock_on_locked``). Run when the app is finalized, before any task is bound,
     and with every resolve (a task bound, a worker starting)."""
-    _refuse_unknown_settings(conf)
-    check_app_defaults(conf, {name: written if written != name else f"app.conf.{name}"
-                              for written, name in written_settings(conf)})
+    for unknown in _unknown_settings(conf)[:1]:
+        raise unknown
+    check_app_defaults(conf, _defaults_written(conf))
+    _describe(conf)
+
+
+def setting_problems(conf: Mapping[str, Any]) -> List[Tuple[str, ConfigurationError]]:
+    """Every setting of ours that is wrong, each judged on its own: (our name, what is wrong), an
+    unknown name as ``""``. What a worker would refuse one at a time, all at once (``manage.py check``)."""
+    problems: List[Tuple[str, ConfigurationError]] = [("", exc) for exc in _unknown_settings(conf)]
+    problems += app_default_problems(conf, _defaults_written(conf))
+    for name, check in ((DESCRIBE, _describe), (URL, _url), (PREFIX, _prefix), (TRANSPORT, _transport),
+                        (BACKEND, _backend)):
+        try:
+            check(conf)
+        except ConfigurationError as exc:
+            problems.append((name, exc))
+    return problems
 
 
 def resolve_settings(conf: Mapping[str, Any]) -> AppSettings:
     """The connection settings of an app, with the broker URL as the fallback when it is Redis."""
     check_written_settings(conf)
-    backend = conf.get("singleton_lock_backend")
+    backend = _backend(conf)
     if backend is not None:
-        return _with_backend(conf, backend)
-    url = conf.get("singleton_lock_url")
+        return AppSettings(url=f"<{type(backend).__name__}>", prefix=_prefix(conf), transport_options={},
+                           backend=backend)
+    url = _url(conf)
+    return AppSettings(url=url, prefix=_prefix(conf), transport_options=_transport(conf, url))
+
+
+def _url(conf: Mapping[str, Any]) -> Union[str, Tuple[str, ...]]:
+    """``singleton_lock_url``: one URL or a quorum's list, else the broker's when it is Redis."""
+    if conf.get(BACKEND) is not None:
+        return ""  # a store object wins over a URL (see _backend)
+    url = conf.get(URL)
     if url is None:
         url = _lock_url_from_broker(conf)
+    name = as_written(conf, URL)
     if isinstance(url, (list, tuple)):
         if not url or not all(isinstance(u, str) for u in url):
-            raise ConfigurationError(f"singleton_lock_url must be a URL or a non-empty list of URLs, not "
+            raise ConfigurationError(f"{name} must be a URL or a non-empty list of URLs, not "
                                      f"{redact([u for u in url if isinstance(u, str)])!r} ({len(url)} item(s))")
         url = tuple(url)
     elif not isinstance(url, str):
-        raise ConfigurationError(f"singleton_lock_url must be a URL string or a list of them, not "
-                                 f"{type(url).__name__}")
+        raise ConfigurationError(f"{name} must be a URL string or a list of them, not {type(url).__name__}")
     for one in (url if isinstance(url, tuple) else (url,)):
-        _check_scheme(one, in_quorum=isinstance(url, tuple))
+        _check_scheme(one, isinstance(url, tuple), name)
     if isinstance(url, tuple):
-        _refuse_duplicates(url)
-    prefix = _prefix(conf)
-    transport = conf.get("singleton_lock_transport_options") or {}
+        _refuse_duplicates(url, name)
+    return url
+
+
+def _transport(conf: Mapping[str, Any], url: Any = None) -> Dict[str, Any]:
+    """``singleton_lock_transport_options``: redis-py's client options, with the master a Sentinel URL needs."""
+    transport = conf.get(TRANSPORT) or {}
     if not isinstance(transport, Mapping):
-        raise ConfigurationError(
-            f"singleton_lock_transport_options must be a dict of redis-py options, not {type(transport).__name__}")
+        raise ConfigurationError(f"{as_written(conf, TRANSPORT)} must be a dict of redis-py options, not "
+                                 f"{type(transport).__name__}")
+    url = conf.get(URL) if url is None else url
     if isinstance(url, str) and url.lower().startswith("sentinel://") and not transport.get("master_name"):
-        raise ConfigurationError(f"singleton_lock_url {redact(url)!r} is a Sentinel URL: name the monitored master "
-                                 "in singleton_lock_transport_options={'master_name': ...}, as kombu does")
-    return AppSettings(url=url, prefix=prefix, transport_options=dict(transport))
+        raise ConfigurationError(f"{as_written(conf, URL)} {redact(url)!r} is a Sentinel URL: name the monitored "
+                                 f"master in {as_written(conf, TRANSPORT)}={{'master_name': ...}}, as kombu does")
+    return dict(transport)
 
 
 def _prefix(conf: Mapping[str, Any]) -> str:
-    prefix = conf.get("singleton_lock_prefix") or "singleton_lock"
+    prefix = conf.get(PREFIX) or "singleton_lock"
     if not isinstance(prefix, str) or any(c in prefix for c in "{} \n"):
-        raise ConfigurationError(f"singleton_lock_prefix {prefix!r} must be a string without braces or spaces")
+        raise ConfigurationError(f"{as_written(conf, PREFIX)} {prefix!r} must be a string without braces or spaces")
     return prefix
 
 
@@ -208,13 +258,15 @@ _BACKEND_METHODS = tuple(name for name, member in vars(LockBackend).items()
                          if not name.startswith("_") and callable(member))
 
 
-def _with_backend(conf: Mapping[str, Any], backend: Any) -> AppSettings:
+def _backend(conf: Mapping[str, Any]) -> Any:
     """``singleton_lock_backend``: a store object instead of a URL. Given beside a URL it wins: an
     object can only be handed in code, on purpose (test settings over a project's settings that
     name the deployed Redis), while the URL is usually inherited."""
+    backend = conf.get(BACKEND)
+    if backend is None:
+        return None
     missing = [name for name in _BACKEND_METHODS if not callable(getattr(backend, name, None))]
     if missing:
-        raise ConfigurationError(f"singleton_lock_backend {type(backend).__name__} is no lock backend: it lacks "
-                                 f"{', '.join(missing)} (see celery_singleton_lock.store.LockBackend)")
-    return AppSettings(url=f"<{type(backend).__name__}>", prefix=_prefix(conf), transport_options={},
-                       backend=backend)
+        raise ConfigurationError(f"{as_written(conf, BACKEND)} {type(backend).__name__} is no lock backend: it "
+                                 f"lacks {', '.join(missing)} (see celery_singleton_lock.store.LockBackend)")
+    return backend

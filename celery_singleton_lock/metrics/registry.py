@@ -27,6 +27,12 @@ _BY_REGISTRY: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary(
 _UNREGISTERED: Dict[None, Any] = {}
 
 
+def _as_written(conf: Any, setting: str) -> str:
+    """A setting as the user wrote it (``CELERY_SINGLETON_LOCK_METRICS_PORT`` under Django's namespace)."""
+    keys = conf.keys() if hasattr(conf, "keys") else ()
+    return next((key for key in keys if isinstance(key, str) and key.lower().endswith(setting)), setting)
+
+
 def metrics_address(conf: Any) -> Optional[Tuple[str, int]]:
     """(host, port) the worker serves its metrics on; ``None`` when the setting is unset."""
     value = conf.get(PORT_SETTING)
@@ -41,7 +47,8 @@ def metrics_address(conf: Any) -> Optional[Tuple[str, int]]:
     except (TypeError, ValueError):
         number = -1
     if isinstance(value, bool) or not 0 <= number <= 65535:
-        raise ConfigurationError(f"{PORT_SETTING} must be a port number or 'host:port', not {value!r}")
+        raise ConfigurationError(f"{_as_written(conf, PORT_SETTING)} must be a port number or 'host:port', "
+                                 f"not {value!r}")
     return host, number
 
 
@@ -49,16 +56,17 @@ def check_settings(conf: Any) -> Tuple[Optional[Tuple[str, int]], Any]:
     address, registry = metrics_address(conf), conf.get(REGISTRY_SETTING)
     if address is None and registry is None:
         return None, None
+    port, mine = _as_written(conf, PORT_SETTING), _as_written(conf, REGISTRY_SETTING)
     if address is not None and registry is not None:
-        raise ConfigurationError(f"set {PORT_SETTING} (the worker serves the metrics) or {REGISTRY_SETTING} "
-                                 "(you serve your registry), not both")
+        raise ConfigurationError(f"set {port} (the worker serves the metrics) or {mine} (you serve your registry), "
+                                 "not both")
     try:
         import prometheus_client
     except ImportError:
-        raise ConfigurationError(f"{PORT_SETTING if address else REGISTRY_SETTING} needs prometheus_client: "
+        raise ConfigurationError(f"{port if address else mine} needs prometheus_client: "
                                  "pip install 'celery-singleton-lock[metrics]'") from None
     if registry is not None and not isinstance(registry, prometheus_client.CollectorRegistry):
-        raise ConfigurationError(f"{REGISTRY_SETTING} must be a prometheus_client.CollectorRegistry, not "
+        raise ConfigurationError(f"{mine} must be a prometheus_client.CollectorRegistry, not "
                                  f"{type(registry).__name__}")
     return address, registry
 

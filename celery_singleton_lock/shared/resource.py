@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 from celery import current_app
 
 from ..calls.encoding import digest, key_values_text
-from ..config.options import valid_limit
+from ..config.options import MIN_TTL, valid_limit
 from ..config.sharing import Sharer, refuse_other_arity
 from ..config.settings import resolve_settings
 from ..exceptions import ConfigurationError, UnencodableArgumentError
@@ -66,7 +66,7 @@ class SharedLock:
         self.name = name
         self.limit = limit
         self.window = seconds(where, "window", window, allow_zero=True)
-        self.ttl = None if ttl is None else seconds(where, "ttl", ttl)
+        self.ttl = None if ttl is None else seconds(where, "ttl", ttl, minimum=MIN_TTL)
         self.on_locked = on_locked
         self.wait_timeout = None if wait_timeout is None else seconds(where, "wait_timeout", wait_timeout,
                                                                        allow_zero=True)

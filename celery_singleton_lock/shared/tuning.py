@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..config.options import duration
-from ..exceptions import ConfigurationError
+from ..config.options import MIN_PERIOD, MIN_TTL, duration
 
 __all__ = ["Tuning", "tune", "seconds"]
 
@@ -30,9 +29,9 @@ class Tuning:
     retry_delay: float
 
 
-def seconds(where: str, name: str, value: Any, *, allow_zero: bool = False) -> float:
+def seconds(where: str, name: str, value: Any, *, allow_zero: bool = False, minimum: Optional[float] = None) -> float:
     """A number of seconds as a task option's is checked (finite, in range), or a ConfigurationError naming it."""
-    return duration(where, name, value, allow_zero=allow_zero, task=where)
+    return duration(where, name, value, allow_zero=allow_zero, task=where, minimum=minimum)
 
 
 def _conf(conf: Any, key: str) -> Any:
@@ -43,11 +42,10 @@ def _conf(conf: Any, key: str) -> Any:
 def tune(where: str, conf: Any, ttl: Optional[float], wait_timeout: Optional[float]) -> Tuning:
     """The timings of a shared lock under an app's settings ``conf``."""
     lease = seconds(where, "ttl" if ttl is not None else "singleton_lock_ttl",
-                    ttl if ttl is not None else _conf(conf, "singleton_lock_ttl"))
-    if lease < 0.01:
-        raise ConfigurationError(f"{where}: ttl={lease!r} is below the 10 ms Redis can keep", task=where)
+                    ttl if ttl is not None else _conf(conf, "singleton_lock_ttl"), minimum=MIN_TTL)
     beat = _conf(conf, "singleton_lock_heartbeat")
-    heartbeat = lease / 3 if beat is None or ttl is not None else seconds(where, "singleton_lock_heartbeat", beat)
+    heartbeat = (lease / 3 if beat is None or ttl is not None
+                 else seconds(where, "singleton_lock_heartbeat", beat, minimum=MIN_PERIOD))
     if heartbeat >= lease:
         heartbeat = lease / 3  # the app's heartbeat is for its tasks' ttl: this lease is shorter
     waited = wait_timeout if wait_timeout is not None else _conf(conf, "singleton_lock_wait_timeout")

@@ -14,10 +14,13 @@ from typing import Any
 from celery import current_app
 from celery import signals as celery_signals
 
+from ..config import refused
+from ..config.refused import EXIT_SETTINGS
 from ..config.settings import check_written_settings
 from ..exceptions import ConfigurationError
 from ..run.exits import release_all, release_enqueue_lock
 from ..metrics import serve_worker_metrics, stop_worker_metrics
+from ..metrics.registry import check_settings as check_metrics_settings
 from .pool_watch import claim_hold_directory, forget_pool, in_pool_process, watch_pool
 from .solo_releases import hold_releases_in_loop, write_held_releases
 from .start_check import check_lock_store
@@ -39,20 +42,47 @@ def on_worker_setup(sender: Any = None, instance: Any = None, **kwargs: Any) -> 
     """
     app = getattr(instance, "app", None) or current_app
     try:
+        _check_settings(app)
+    except ConfigurationError as exc:
+        logger.critical("singleton lock: the worker refuses to start: %s", exc)
+        raise SystemExit(EXIT_SETTINGS) from None
+    try:
         claim_hold_directory()
         warning = check_lock_store(app)
         serve_worker_metrics(app)
     except ConfigurationError as exc:
         logger.critical("singleton lock: the worker refuses to start: %s", exc)
         raise SystemExit(EXIT_CONFIG) from None
+    refused.started()
     if warning:
         logger.warning("singleton lock: %s", warning)
 
 
+def _check_settings(app: Any) -> None:
+    """The settings and every locked task's options, judged before the lock store is probed: one of
+    them wrong ends the start with :data:`EXIT_SETTINGS`, a store set up wrong with ``EX_CONFIG``."""
+    from ..task import LockedTask
+
+    check_written_settings(app.conf)
+    check_metrics_settings(app.conf)
+    for task in list(app.tasks.values()):
+        if isinstance(task, LockedTask):
+            task.singleton_lock()
+
+
 def on_app_finalize(app: Any) -> None:
     """Any app, as it is finalized (before its tasks are bound): a misspelled setting of ours or a
-    wrong app-wide default fails here, in the web process too, not at the first call that reads it."""
-    check_written_settings(app.conf)
+    wrong app-wide default fails here, in the web process too, not at the first call that reads it
+    (the app's other tasks are built first, so the refusal stays the same at every later call)."""
+    try:
+        check_written_settings(app.conf)
+    except ConfigurationError as exc:
+        raise refused.refuse(app, exc)
+
+
+def on_beat_init(sender: Any = None, **kwargs: Any) -> None:
+    """Beat has loaded its tasks and starts its schedule: a refusal from now on raises as anywhere."""
+    refused.started()
 
 
 def on_worker_ready(sender: Any = None, **kwargs: Any) -> None:
@@ -153,6 +183,7 @@ def connect_receivers() -> None:
     connect_on_app_finalize(on_app_finalize)  # a set: connecting twice keeps one
     celery_signals.celeryd_after_setup.connect(on_worker_setup, weak=False,
                                                dispatch_uid="celery_singleton_lock.celeryd_after_setup")
+    celery_signals.beat_init.connect(on_beat_init, weak=False, dispatch_uid="celery_singleton_lock.beat_init")
     celery_signals.task_revoked.connect(on_task_revoked, weak=False,
                                         dispatch_uid="celery_singleton_lock.task_revoked")
     celery_signals.worker_ready.connect(on_worker_ready, weak=False,

@@ -125,17 +125,17 @@ def test_two_database_scheduler_beats_run_a_job_once_per_tick(django_env, django
     print(f"two beats: {sum(published)} publishes, {len(runs)} runs, gaps {[round(g, 2) for g in gaps]}")
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("CELERY_SINGLETON_LOCK_TLL", 5, "unknown setting CELERY_SINGLETON_LOCK_TLL: did you mean "
-                                     "CELERY_SINGLETON_LOCK_TTL?"),
-    ("CELERY_SINGLETON_LOCK_ON_LOCKED", "skipp", "CELERY_SINGLETON_LOCK_ON_LOCKED = 'skipp' is wrong"),
-    ("CELERY_SINGLETON_LOCK_URL", "redis:///0", "names no host"),
+@pytest.mark.parametrize("name, value, check_id, message", [
+    ("CELERY_SINGLETON_LOCK_TLL", 5, "E001", "unknown setting CELERY_SINGLETON_LOCK_TLL: did you mean "
+                                             "CELERY_SINGLETON_LOCK_TTL?"),
+    ("CELERY_SINGLETON_LOCK_ON_LOCKED", "skipp", "E013", "CELERY_SINGLETON_LOCK_ON_LOCKED = 'skipp' is wrong"),
+    ("CELERY_SINGLETON_LOCK_URL", "redis:///0", "E002", "names no host"),
 ])
-def test_manage_py_check_refuses_a_wrong_lock_setting(django_env, name, value, message):
+def test_manage_py_check_refuses_a_wrong_lock_setting(django_env, name, value, check_id, message):
     env = dict(django_env, CSL_WRONG_SETTING=name, CSL_WRONG_VALUE=json.dumps(value))
     done = _manage(env, "check", "--settings=proj.settings_wrong", check=False)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "celery_singleton_lock.E001" in done.stderr and message in done.stderr, done.stderr
+    assert f"(celery_singleton_lock.{check_id}) " in done.stderr and message in done.stderr, done.stderr
     assert "no issues" in _manage(django_env, "check").stdout
 
 
