@@ -91,7 +91,7 @@ var TIMELINE = (function () {
     var from = now - PAST_MS, to = now + AHEAD_MS;
     var x = function (t) { return LABEL + (Math.max(from, Math.min(to, t)) - from) / (to - from) * (WIDTH - LABEL); };
     var height = chosen.length * ROW + 16;
-    var svg = node("svg", {viewBox: "0 0 " + WIDTH + " " + height, width: "100%", "class": "timeline-svg",
+    var svg = node("svg", {viewBox: "0 0 " + WIDTH + " " + height, width: WIDTH, height: height, "class": "timeline-svg",
                            role: "img", "aria-label": "timeline of " + name});
     chosen.forEach(function (key, i) {
       var e = keys[key], y = i * ROW;
