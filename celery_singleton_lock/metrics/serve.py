@@ -26,6 +26,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.multiprocess import mark_process_dead as _mark_process_dead
 
 from ..store import pid_running
+from .families import every_family
+from .instruments import FAMILIES
 from .registry import MULTIPROCESS_ENV as _ENV
 from .tally import FILE_SUFFIX
 
@@ -68,7 +70,8 @@ def all_interfaces() -> str:
 
 
 class _Aggregate:
-    """The pool's processes summed, after forgetting the live gauges of processes that are gone."""
+    """The pool's processes summed, after forgetting the live gauges of processes that are gone; every
+    family listed, those no process counted yet with no sample."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -79,7 +82,7 @@ class _Aggregate:
             found = _LIVE_FILE.search(name)
             if found and not pid_running(int(found.group(1))):
                 mark_process_dead(int(found.group(1)), self.path)
-        return iter(self._inner.collect())
+        return every_family(self._inner.collect(), [(f.name, f.documentation, f.kind) for f in FAMILIES])
 
 
 class WorkerServer:

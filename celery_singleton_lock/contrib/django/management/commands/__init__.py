@@ -1,0 +1,1 @@
+"""``manage.py singleton_locks``: the operator's ``celery locks`` commands in a Django project."""
