@@ -40,7 +40,7 @@ from .web import web
 from ..exceptions import ConfigurationError
 from ..printable import printable
 from ..config.settings import resolve_settings
-from ..runtime.listing import app_locks, listed, public_record, store_client
+from ..runtime.listing import app_locks, listed, named_locks, public_record, store_client
 from ..runtime.lock_runtime import LockRuntime, runtime_for
 from ..store import LockRecord, clear_lock, end_window, error_text, find_locks, permanent_problem, redact
 
@@ -97,11 +97,12 @@ def _one_line_errors(command: Command) -> Command:
 
 def _table(records: Sequence[LockRecord]) -> str:
     described = any(r.describe for r in records)  # singleton_lock_describe: the CALL column
-    header = ("TASK", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS",
+    header = ("TASK", "NAME", "DIGEST", "STATE", "HOLDER TASK ID", "HOST", "PID", "AGE", "TTL LEFT", "FLAGS",
               *(("CALL",) if described else ()))
     # A task id, a host or a description is anyone's to choose: shown escaped, it cannot forge a row.
     rows = [tuple(printable(cell) for cell in (
-        r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""), state(r), r.task_id or "?",
+        r.task or "-", r.name or r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""),
+        state(r), r.task_id or "?",
         r.host or "?", str(r.pid or "?"), duration(r.age_ms), duration(r.pttl_ms), flags(r),
         *((r.describe or "-",) if described else ()))) for r in records]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
@@ -113,7 +114,7 @@ def _holders(runtime: LockRuntime, key: str) -> List[LockRecord]:
     """The lock ``key`` names: one record, or every place of a key with a limit or a window."""
     if short_prefix(key):
         _fail(short_prefix(key))
-    found = find_locks(_client(runtime), runtime.layout, key)
+    found = find_locks(_client(runtime), runtime.layout, key) or named_locks(_client(runtime), runtime.layout, key)
     if not found and key.startswith(f"{runtime.layout.prefix}:{{"):
         _fail(f"no lock held at {key}: it was released, or it expired (the store keeps no record of when)")
     if not found:
@@ -173,7 +174,8 @@ def list_(ctx: click.Context, task: Optional[str], as_json: bool, every: Optiona
 @click.pass_context
 @_one_line_errors
 def show(ctx: click.Context, key: str, as_json: bool) -> None:
-    """Show one lock (full key, digest, or its first characters) and why it is live, stale or lost;
+    """Show one lock (full key, digest, or its first characters; or a lock name or task holding one
+    lock) and why it is live, stale or lost;
     for a key with a limit or a window, every place (``k of N``; ``--json``: a list of them)."""
     found = _holders(_runtime(ctx), key)
     if as_json:

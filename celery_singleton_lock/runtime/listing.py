@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, List, Optional
 from ..store import LockRecord, scan_locks
 from .lock_runtime import LockRuntime
 
-__all__ = ["store_client", "app_locks", "public_record", "listed"]
+__all__ = ["store_client", "app_locks", "named_locks", "public_record", "listed"]
 
 
 def store_client(runtime: LockRuntime) -> Optional[Any]:
@@ -22,16 +22,18 @@ def store_client(runtime: LockRuntime) -> Optional[Any]:
 
 def app_locks(app: Any, runtime: LockRuntime, client: Any, task: Optional[str] = None) -> Iterator[LockRecord]:
     """The locks of ``task`` (every lock when ``None``): those made by that task, whatever name its
-    keys are under (``lock_name``), and those under that name (a shared one: every task's)."""
+    keys are under (``lock_name``, a ``SharedLock`` its body holds), and those under that name (a
+    shared one: every task's). ``task`` is what the TASK or the NAME column shows."""
     if task is None:
         yield from scan_locks(client, runtime.layout)
         return
-    made_by = app.tasks.get(task)
-    resolved = getattr(made_by, "singleton_lock", None)
-    name = resolved()[0].key_name(task) if callable(resolved) else task
-    for record in scan_locks(client, runtime.layout, name):
-        if task in (record.task, record.name):
-            yield record
+    yield from named_locks(client, runtime.layout, task)
+
+
+def named_locks(client: Any, layout: Any, name: str) -> List[LockRecord]:
+    """The locks whose TASK or NAME is ``name``: a task's calls under any lock name (a plain task's
+    ``SharedLock`` blocks too), and every call under a lock name."""
+    return [record for record in scan_locks(client, layout) if name in (record.task, record.name)]
 
 
 def public_record(record: LockRecord, with_token: bool = False) -> Dict[str, Any]:

@@ -208,12 +208,17 @@ def test_a_hold_in_a_plain_process_works_and_is_released_on_exceptions(shared_pr
     runtime_for(shared_proj.app).close()
 
 
-def _locks(*args: str) -> list:
-    """``celery locks list --json`` as an operator runs it, on this module's app."""
+def _celery_locks(*args: str) -> subprocess.CompletedProcess:
+    """``celery locks ...`` as an operator runs it, on this module's app."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, "-m", "celery", "-A", APP, "locks", "list", "--json", *args],
+    return subprocess.run([sys.executable, "-m", "celery", "-A", APP, "locks", *args],
                           capture_output=True, text=True, cwd=root, env=env, timeout=60)
+
+
+def _locks(*args: str) -> list:
+    """``celery locks list --json``."""
+    proc = _celery_locks("list", "--json", *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -222,7 +227,7 @@ def test_celery_locks_names_the_task_that_made_each_call_and_finds_it_by_task_or
         shared_proj, start_worker, events_redis, lock_redis):
     # Given sync_account(7) holding the "account" lock, and a plain task holding a "long-held" place
     start_worker(concurrency=2, app=APP)
-    results = [shared_proj.sync_account.delay(7, duration=10), shared_proj.hold_long.delay(duration=10)]
+    results = [shared_proj.sync_account.delay(7, duration=60), shared_proj.hold_long.delay(duration=60)]
     wait_for(lambda: len(lock_keys(lock_redis)) == 2, 20, what="both held")
     sync, hold = shared_proj.sync_account.name, shared_proj.hold_long.name
     # then the list names the task that made each call, and the name its key is under
@@ -233,5 +238,18 @@ def test_celery_locks_names_the_task_that_made_each_call_and_finds_it_by_task_or
     assert [r["task"] for r in _locks("--task", "account")] == [sync]
     assert [r["name"] for r in _locks("--task", "long-held")] == ["long-held"]
     assert _locks("--task", shared_proj.delete_account.name) == []
+    # and a plain task's shared place is found by the task that holds it, whatever the name it is under
+    assert [(r["task"], r["name"]) for r in _locks("--task", hold)] == [(hold, "long-held")]
+    # and the table shows the name beside the task
+    table = _celery_locks("list").stdout.splitlines()
+    header = table[0].split()
+    assert header[:2] == ["TASK", "NAME"]
+    rows = {tuple(line.split()[:2]) for line in table[1:3]}
+    assert rows == {(sync, "account"), (hold, "long-held")}
+    # and show finds a lock by its name, or by the task holding it
+    for named in ("long-held", hold, "account"):
+        shown = _celery_locks("show", named)
+        assert shown.returncode == 0, shown.stderr
+        assert ("long-held" if named != "account" else "account") in shown.stdout
     for result in results:
         result.revoke(terminate=True)
