@@ -93,17 +93,19 @@ class RetryPolicy:
     name = "retry"
 
     def at_run(self, attempt: Attempt, conflict: Conflict) -> Decision:
-        attempt.conflict(conflict, self.name)
-        # A turn a moment away (a full window's, see store/places.py) is waited for in place.
+        # A turn a moment away (a full window's, see store/places.py) is waited for in place: a call
+        # that then runs was never re-queued, so it is said and counted as a duplicate only when it is.
         waited = 0.0
         wait = turn_wait(conflict)
         while wait is not None and waited + wait <= 2 * TURN_WAIT_S:
+            attempt.waits_turn(conflict, f"the places of a full window, in place (its turn comes in {wait:.2f}s)")
             time.sleep(wait)
             waited += wait
             outcome, started = attempt.acquire()
             if isinstance(outcome, Grant):
                 return Run(outcome, started)
             conflict, wait = outcome, turn_wait(outcome)
+        attempt.conflict(conflict, self.name)
         return Requeue(conflict)  # a queued copy keeps its queue slot
 
     def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
