@@ -55,6 +55,14 @@ def _released(record: LockRecord) -> str:
     return f"released {duration(record.released_ms)} ago, {keeps}"
 
 
+def _undescribed(record: LockRecord) -> str:
+    """Why a lock has no description: the holder's app (not this command's) decides whether its calls
+    are described, and a publisher never describes an enqueue lock."""
+    if record.kind == "queued":
+        return "- (an enqueue lock: its publisher does not describe the call)"
+    return "- (not described: the process that took it had singleton_lock_describe off)"
+
+
 def show_lines(record: LockRecord) -> List[str]:
     """``locks show``'s lines for one lock, or one place of a key."""
     shown = _released(record) if record.state == "released" else state(record)
@@ -62,9 +70,9 @@ def show_lines(record: LockRecord) -> List[str]:
         ("key", record.key), ("task", record.task),
         *((("lock name", record.name),) if record.name and record.name != record.task else ()),
         ("digest", record.digest),
-        ("call", record.describe or "- (not described: app.conf.singleton_lock_describe is off)"),
+        ("call", record.describe or _undescribed(record)),
         ("state", shown),
-        ("holder task id", record.task_id or "?"), ("host", record.host or "?"), ("pid", record.pid or "?"),
+        ("holder task id", record.task_id or ("-" if record.state == "foreign" else "- (a block outside a task)")), ("host", record.host or "?"), ("pid", record.pid or "?"),
         ("age", duration(record.age_ms) + " (by the holder's clock)"),
         ("lease", duration(record.ttl_ms)), ("ttl left", duration(record.pttl_ms)),
         ("heartbeat", duration(record.heartbeat_ms)),

@@ -21,7 +21,7 @@ from ..calls.describe import describe_call
 from .outcome import record_duplicate
 from ..calls.limits import call_keys, call_limit
 from ..runtime.lock_runtime import LockRuntime, runtime_for
-from .taken import places_taken
+from .taken import kept_by, places_taken
 from ..store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, RestartWait, error_text, new_token,
                     permanent_problem, wait_for_gate)
 
@@ -186,7 +186,7 @@ class Attempt:
     def waits_turn(self, conflict: Conflict, behind: str) -> None:
         """Say that this copy runs after the holder: it is no duplicate (no ``lock_conflict``)."""
         logger.info("singleton lock: %s[%s] waits its turn behind %s: key %s held by %s on %s pid %s",
-                    self.task.name, self.request.id, behind, self.keys.lock, conflict.task_id or "?",
+                    self.task.name, self.request.id, behind, self.keys.lock, kept_by(conflict),
                     conflict.host or "?", conflict.pid if conflict.pid is not None else "?")
 
     def conflict(self, holder: Optional[Conflict], action: str) -> None:
@@ -194,7 +194,8 @@ class Attempt:
         key with places says how many are taken and when the soonest frees."""
         task_id = holder.task_id if holder is not None else self.request.id
         logger.info("singleton lock: %s[%s] is a duplicate (%s): key %s held by %s on %s pid %s%s",
-                    self.task.name, self.request.id, action, self.keys.lock, task_id or "?",
+                    self.task.name, self.request.id, action, self.keys.lock,
+                    kept_by(holder) if holder is not None else f"task {task_id}",
                     (holder.host if holder else "") or "?",
                     holder.pid if holder is not None and holder.pid is not None else "?", _places(holder))
         record_duplicate(self.task, self.keys.lock, task_id, action, self.description)

@@ -28,6 +28,7 @@ from .policy import decide
 from .outcome import record_superseded
 from .requeue import requeue
 from ..store import STORE_ERRORS, Conflict, Lease, error_text, redact
+from .taken import kept_by
 
 __all__ = ["run_guarded", "in_own_execution", "lock_hidden", "current_lock", "HANDLE_ATTR"]
 
@@ -181,7 +182,7 @@ def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[st
     problem = attempt.store_failed(exc, step)
     if problem is not None:
         _misconfigured(attempt, exc, problem)
-    doing = (f"waiting for lock {attempt.key} held by task {waited_for.task_id or '?'}" if waited_for is not None
+    doing = (f"waiting for lock {attempt.key} held by {kept_by(waited_for)}" if waited_for is not None
              else f"taking lock {attempt.key}")
     logger.error("singleton lock: %s[%s]: Redis unavailable while %s (%s); on_lock_error=%s",
                  task, task_id, doing, error_text(exc), policy)

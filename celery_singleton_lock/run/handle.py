@@ -83,6 +83,16 @@ class ExecutionLock:
         return LockBackendError(f"task {self.task_name}[{self.task_id}]: cannot reach Redis for the fencing token "
                                 f"of {self.key}: {error_text(exc)}", task=self.task_name, key=self.key)
 
+    @property
+    def who(self) -> str:
+        """How a report of this lock names its holder."""
+        return f"task {self.task_name}[{self.task_id}]"
+
+    @property
+    def unguarded(self) -> str:
+        """What a loss report says keeps running, and how the code learns of the loss."""
+        return "the body keeps running unguarded (check self.lock.lost or self.lock.check())"
+
     def _lost_error(self) -> LockLostError:
         return LockLostError(
             f"task {self.task_name}[{self.task_id}] lost its lock {self.key}: another execution may be running",

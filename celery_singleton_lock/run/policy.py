@@ -34,7 +34,7 @@ from .decisions import (Decision, EnqueueDecision, Fail, PublishUnlocked, Refuse
 from ..exceptions import LockedError
 from ..calls.limits import TURN_WAIT_S, turn_wait
 from ..store import Conflict, Grant
-from .taken import places_taken
+from .taken import holder_id, kept_by, places_taken
 from .release_wait import wait_for_release
 from .turns import TURNS
 
@@ -49,16 +49,16 @@ def _taken(conflict: object) -> str:
 
 def _held_by(attempt: Attempt, conflict: Conflict) -> LockedError:
     name = attempt.task.name
-    return LockedError(f"task {name}[{attempt.request.id}]: lock {attempt.key} is held by task "
-                       f"{conflict.task_id or '?'}{_taken(conflict)}", task=name, key=attempt.key,
-                       holder=conflict.task_id)
+    return LockedError(f"task {name}[{attempt.request.id}]: lock {attempt.key} is held by "
+                       f"{kept_by(conflict)}{_taken(conflict)}", task=name, key=attempt.key,
+                       holder=holder_id(conflict))
 
 
 def _refused_at_enqueue(task_name: str, key: str, conflict: Conflict) -> LockedError:
     taken = places_taken(conflict)
-    return LockedError(f"task {task_name}: lock {key} is held by task {conflict.task_id or '?'} "
+    return LockedError(f"task {task_name}: lock {key} is held by {kept_by(conflict)} "
                        f"({conflict.state or 'unknown state'}{'; ' + taken if taken else ''}); nothing was published",
-                       task=task_name, key=key, holder=conflict.task_id)
+                       task=task_name, key=key, holder=holder_id(conflict))
 
 
 def _drop(attempt: Attempt, conflict: Conflict, action: str) -> None:
@@ -126,7 +126,7 @@ class WaitPolicy:
         name = attempt.task.name
         return Fail(LockedError(
             f"task {name}[{attempt.request.id}]: waited {attempt.options.wait_timeout:g}s for lock {attempt.key} "
-            f"held by task {outcome.task_id or '?'}{_taken(outcome)}", task=name, key=attempt.key, holder=outcome.task_id))
+            f"held by {kept_by(outcome)}{_taken(outcome)}", task=name, key=attempt.key, holder=holder_id(outcome)))
 
     def at_enqueue(self, task_name: str, key: str, conflict: Conflict) -> EnqueueDecision:
         return SkipAtEnqueue()

@@ -19,6 +19,7 @@ from .attempt import Attempt
 from ..exceptions import LockedError
 from ..calls.limits import window_countdown
 from ..store import Conflict
+from .taken import holder_id, kept_by
 
 __all__ = ["requeue", "jittered"]
 
@@ -73,6 +74,6 @@ def _give_up(attempt: Attempt, conflict: Optional[Conflict], exc: Optional[BaseE
     if conflict is None and exc is not None:
         return exc  # Redis stayed unreachable: end with the backend error itself
     task, request = attempt.task, attempt.request
-    holder = conflict.task_id if conflict else None
-    return LockedError(f"task {task.name}[{request.id}]: {why}; lock {attempt.key} held by task {holder}",
-                       task=task.name, key=attempt.key, holder=holder)
+    who = kept_by(conflict) if conflict is not None else "task None"
+    return LockedError(f"task {task.name}[{request.id}]: {why}; lock {attempt.key} held by {who}",
+                       task=task.name, key=attempt.key, holder=holder_id(conflict))

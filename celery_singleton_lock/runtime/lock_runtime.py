@@ -67,8 +67,9 @@ class LockRuntime:
         handle = lease.context
         task_name = getattr(handle, "task_name", "?")
         task_id = getattr(handle, "task_id", "?")
-        logger.error("singleton lock LOST: task %s[%s] key %s: %s; the body keeps running unguarded "
-                     "(check self.lock.lost or self.lock.check())", task_name, task_id, lease.key, reason)
+        who = getattr(handle, "who", None) or f"task {task_name}[{task_id}]"
+        unguarded = getattr(handle, "unguarded", None) or "the body keeps running unguarded"
+        logger.error("singleton lock LOST: %s key %s: %s; %s", who, lease.key, reason, unguarded)
         task = getattr(handle, "sender", None) or (self.app.tasks.get(task_name) if task_name != "?" else None)
         signals.lock_lost.send(sender=task, key=lease.key, task_id=task_id, reason=reason, lock=handle,
                                description=getattr(handle, "description", None))

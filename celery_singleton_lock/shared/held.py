@@ -28,6 +28,16 @@ class HeldPlace(ExecutionLock):
         #: The shared lock: the sender of the signals about this place.
         self.sender = sender
 
+    @property
+    def who(self) -> str:
+        """The shared lock, and the task the block runs in, if any (a block outside a task has no id)."""
+        inside = f" in task {self.task_id}" if self.task_id else " (a block outside a task)"
+        return f"shared lock {self.task_name!r}{inside}"
+
+    @property
+    def unguarded(self) -> str:
+        return "the block keeps running unguarded (check held.lost or held.check(), held being what the with gave)"
+
     def _lost_error(self) -> LockLostError:
         inside = f" in task {self.task_id}" if self.task_id else ""
         return LockLostError(f"shared lock {self.task_name!r}: the place {self.key}{inside} was lost: another "

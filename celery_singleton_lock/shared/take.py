@@ -28,7 +28,7 @@ from typing import Any, Callable, NoReturn, Tuple, Union
 
 from .. import signals
 from ..exceptions import ConfigurationError, LockBackendError, LockedError
-from ..run.taken import places_taken
+from ..run.taken import holder_id, kept_by, places_taken
 from ..store import STORE_ERRORS, Conflict, Grant, LockBackend, RestartWait, error_text, permanent_problem, wait_for_gate
 from .requeue import requeue_running_task
 from .tuning import Tuning
@@ -134,7 +134,7 @@ def take(ask: Ask, task: Any) -> float:
         raise requeue_running_task(task, lock, outcome, ask.tuning.retry_delay)
     if policy == "raise":
         raise LockedError(f"{lock.where}: {ask.key} is held by {_holder(outcome)}", task=lock.name, key=ask.key,
-                          holder=outcome.task_id or None)
+                          holder=holder_id(outcome))
     began = time.monotonic()
     outcome, started = ask.wait()
     signals.lock_waited.send(sender=lock, key=ask.key, task_id=ask.task_id,
@@ -144,14 +144,12 @@ def take(ask: Ask, task: Any) -> float:
     if isinstance(outcome, Grant):
         return started
     raise LockedError(f"{lock.where}: waited {ask.tuning.wait_timeout:g}s for {ask.key} held by {_holder(outcome)}",
-                      task=lock.name, key=ask.key, holder=outcome.task_id or None)
+                      task=lock.name, key=ask.key, holder=holder_id(outcome))
 
 
 def _holder(conflict: Conflict) -> str:
     taken = places_taken(conflict)
-    who = (f"task {conflict.task_id}" if conflict.task_id
-           else f"a process on {conflict.host or '?'} pid {conflict.pid if conflict.pid is not None else '?'}")
-    return who + (f" ({taken})" if taken else "")
+    return kept_by(conflict) + (f" ({taken})" if taken else "")
 
 
 def _met(ask: Ask, conflict: Conflict, action: str) -> None:
