@@ -85,6 +85,13 @@ def on_beat_init(sender: Any = None, **kwargs: Any) -> None:
     refused.started()
 
 
+def on_worker_init(sender: Any = None, **kwargs: Any) -> None:
+    """Any worker (an embedded test worker too) has built its app's tasks: a task refused from now on
+    (one defined in a test, say) raises as anywhere; the worker's own start check ends it instead."""
+    if getattr(getattr(sender, "app", None), "finalized", False):
+        refused.started()
+
+
 def on_worker_ready(sender: Any = None, **kwargs: Any) -> None:
     """Main process, the pool started: watch its processes for the shared holds they may die in."""
     app = getattr(sender, "app", None) or current_app
@@ -184,6 +191,7 @@ def connect_receivers() -> None:
     celery_signals.celeryd_after_setup.connect(on_worker_setup, weak=False,
                                                dispatch_uid="celery_singleton_lock.celeryd_after_setup")
     celery_signals.beat_init.connect(on_beat_init, weak=False, dispatch_uid="celery_singleton_lock.beat_init")
+    celery_signals.worker_init.connect(on_worker_init, weak=False, dispatch_uid="celery_singleton_lock.worker_init")
     celery_signals.task_revoked.connect(on_task_revoked, weak=False,
                                         dispatch_uid="celery_singleton_lock.task_revoked")
     celery_signals.worker_ready.connect(on_worker_ready, weak=False,
