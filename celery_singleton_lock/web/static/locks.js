@@ -5,7 +5,7 @@
 
 (function () {
   var EVERY_MS = 1000;
-  var ROWS_SHOWN = 200;           // per group, until "show all" is clicked
+  var ROWS_SHOWN = 100;           // per group, until "show all" is clicked
   var groupsNode = document.getElementById("groups");
   var nameFilter = document.getElementById("name-filter");
   var search = document.getElementById("search");
@@ -128,6 +128,7 @@
       return response.json().then(function (body) { return {ok: response.ok, body: body}; });
     }).then(function (answer) {
       if (!answer.ok) throw new Error(answer.body.error || "no answer");
+      if (!rendered && window.performance) performance.mark("csl-first-answer");
       last = answer.body;
       timelines.see(last, Date.now());
       render();
