@@ -519,4 +519,7 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
     path = os.path.join(out_dir, "benchmarks.md")
     with open(path, "w") as handle:
         handle.write(doc.text())
+    from .web import keep_section  # `python -m bench web` measures its section apart: kept as it was
+
+    keep_section(path)
     return [path] + [os.path.join(chart_dir, f) for f in files]

@@ -175,14 +175,29 @@ def run(count: int, rounds: int) -> str:
     ])
 
 
-def _write(section: str) -> None:
-    path = os.path.join(_ROOT, "docs", "benchmarks.md")
+_SECTION = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.S | re.M)
+def _splice(path: str, section: str) -> None:
     with open(path, encoding="utf-8") as handle:
         text = handle.read()
-    pattern = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.S | re.M)
-    text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+    text = (_SECTION.sub(lambda _: section.rstrip("\n") + "\n\n", text) if _SECTION.search(text)
+            else text.rstrip("\n") + "\n\n" + section)
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
+        handle.write(text.rstrip("\n") + "\n")
+
+
+def _write(section: str) -> None:
+    _splice(os.path.join(_ROOT, "docs", "benchmarks.md"), section)
+
+
+def keep_section(path: str) -> None:
+    """After the full report rewrote ``path``: put back the web view's section it had (read from git's
+    copy of docs/benchmarks.md when the file itself no longer has it)."""
+    import subprocess
+
+    old = subprocess.run(["git", "show", "HEAD:docs/benchmarks.md"], cwd=_ROOT, capture_output=True, text=True)
+    found = _SECTION.search(old.stdout) if old.returncode == 0 else None
+    if found is not None:
+        _splice(path, found.group(0))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
