@@ -16,6 +16,7 @@ from .exceptions import (
 from .config.censor import install_censor as _install_censor
 from .run.handle import ExecutionLock
 from .run.outcome import superseded
+from .calls.ticks import tick_key
 from .shared import SharedLock
 from .printable import install_log_filter as _install_log_filter
 from .worker.receivers import connect_receivers as _connect_receivers
@@ -27,6 +28,7 @@ __all__ = [
     "SharedLock",
     "ExecutionLock",
     "superseded",
+    "tick_key",
     "SingletonLockError",
     "ConfigurationError",
     "UnencodableArgumentError",
