@@ -115,3 +115,11 @@ def test_the_page_runs_only_its_own_scripts():
     assert status.startswith("200") and "script-src 'self'" in headers["Content-Security-Policy"]
     assert b"<script>" not in body  # no inline script: data reaches the page as JSON only
     assert _call(WebApp(object()), "GET", "", )[1]["Location"] == "/"
+
+
+def test_under_a_prefix_the_app_sends_the_browser_to_its_own_root():
+    app = WebApp(object())
+    status, headers, _ = _call(app, "GET", "", headers={"SCRIPT_NAME": "/locks"})
+    assert status.startswith("303") and headers["Location"] == "/locks/"
+    _, _, page = _call(app, "GET", "/", headers={"SCRIPT_NAME": "/locks"})
+    assert b'href="static/locks.css"' in page and b'src="static/locks.js"' in page  # relative: under any prefix
