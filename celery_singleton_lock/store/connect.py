@@ -84,12 +84,14 @@ def _split(options: Optional[Mapping[str, Any]]) -> Tuple[Dict[str, Any], Dict[s
 
 
 def connect(url: str, options: Optional[Mapping[str, Any]] = None,
-            defaults: Mapping[str, Any] = DEFAULT_CLIENT_OPTIONS, *, gated: bool = False) -> Any:
+            defaults: Mapping[str, Any] = DEFAULT_CLIENT_OPTIONS, *, gated: bool = False,
+            manager: Any = None) -> Any:
     """A client for ``url``; ``options`` are redis-py keyword arguments (they win over the URL).
 
     Returns a ``redis.Redis`` (one server, or Sentinel's current master) or a
     ``redis.cluster.RedisCluster``. A ``gated`` client is for grants: its connections
-    refuse a server that started a moment ago (:mod:`.start_gate`).
+    refuse a server that started a moment ago (:mod:`.start_gate`). ``manager``: for a
+    Sentinel URL, the sentinels (and their watch) of a client made before, shared.
     """
     ours, kwargs = _split(options)
     merged = dict(defaults)
@@ -101,7 +103,7 @@ def connect(url: str, options: Optional[Mapping[str, Any]] = None,
     if cluster:
         return _cluster_client(url, merged)
     if kind == "sentinel":
-        return _sentinel_client(url, merged, ours)
+        return _sentinel_client(url, merged, ours, manager)
     return redis.Redis.from_url(url, **merged)
 
 
@@ -124,8 +126,20 @@ def _cluster_client(url: str, kwargs: Dict[str, Any]) -> Any:
     return RedisCluster(url=first, startup_nodes=startup, **kwargs)
 
 
-def _sentinel_client(url: str, kwargs: Dict[str, Any], ours: Mapping[str, Any]) -> "redis.Redis":
-    from redis.sentinel import Sentinel
+def _sentinel_client(url: str, kwargs: Dict[str, Any], ours: Mapping[str, Any],
+                     manager: Any = None) -> "redis.Redis":
+    """A client of the master the sentinels name (asked again as :mod:`.sentinel_watch` says); ``manager``:
+    the :class:`~.sentinel_watch.FollowingSentinel` of another client of the same store, to share its watch."""
+    manager = _sentinel_manager(url, kwargs, ours) if manager is None else manager
+    master_kwargs = dict(manager.master_kwargs)
+    master_kwargs.update(kwargs)
+    return manager.master_for(ours["master_name"], redis_class=redis.Redis, **master_kwargs)
+
+
+def _sentinel_manager(url: str, kwargs: Dict[str, Any], ours: Mapping[str, Any]) -> Any:
+    """The sentinels of ``url``, with their :class:`~.sentinel_watch.MasterWatch` and the master's
+    credentials and db (``master_kwargs``)."""
+    from .sentinel_watch import FollowingSentinel, MasterWatch
 
     master_name = ours.get("master_name")
     if not master_name:
@@ -143,13 +157,14 @@ def _sentinel_client(url: str, kwargs: Dict[str, Any], ours: Mapping[str, Any]) 
         path = parts.path.strip("/")
         if path.isdigit() and "db" not in master_kwargs:
             master_kwargs["db"] = int(path)
-    master_kwargs.update(kwargs)
     sentinel_kwargs = dict(ours.get("sentinel_kwargs") or {})
     for name in ("socket_connect_timeout", "socket_timeout"):
         sentinel_kwargs.setdefault(name, kwargs.get(name))
-    manager = Sentinel(sentinels, min_other_sentinels=int(ours.get("min_other_sentinels") or 0),
-                       sentinel_kwargs=sentinel_kwargs)
-    return manager.master_for(master_name, redis_class=redis.Redis, **master_kwargs)
+    min_other = int(ours.get("min_other_sentinels") or 0)
+    manager = FollowingSentinel(sentinels, min_other_sentinels=min_other, sentinel_kwargs=sentinel_kwargs)
+    manager.watch = MasterWatch(manager.sentinels, master_name, min_other)
+    manager.master_kwargs = master_kwargs
+    return manager
 
 
 def open_store(url: Union[str, Sequence[str]], options: Optional[Mapping[str, Any]] = None) -> LockBackend:
@@ -165,6 +180,14 @@ def open_store(url: Union[str, Sequence[str]], options: Optional[Mapping[str, An
         return QuorumBackend(nodes, node_timeout=float(ours.get("quorum_node_timeout", 0.25)),
                            clock_drift=float(ours.get("quorum_clock_drift", 0.01)))
     assert isinstance(url, str), f"singleton_lock_url: expected a URL or a list of URLs, got {url!r}"
+    replicas = int(ours.get("replica_ack") or 0)
+    if url_kind(url) == "sentinel":
+        from .sentinel import sentinel_store
+
+        client = connect(url, options)
+        grants = connect(url, options, gated=True, manager=client.connection_pool.sentinel_manager)
+        return sentinel_store(client.connection_pool.sentinel_manager, client, grants, replicas,
+                              float(ours.get("replica_ack_timeout", 1.0)))
     client, grants = connect(url, options), connect(url, options, gated=True)
     from redis.cluster import RedisCluster
 
@@ -172,7 +195,6 @@ def open_store(url: Union[str, Sequence[str]], options: Optional[Mapping[str, An
         from .cluster import ClusterBackend
 
         return ClusterBackend(client, grants)
-    replicas = int(ours.get("replica_ack") or 0)
     if replicas > 0:
         from .replicas import ReplicaAckBackend
 

@@ -61,9 +61,7 @@ def test_lock_through_sentinel_and_on_the_new_master_after_failover(group, test_
         assert _granted(store, "before", "t1")
         assert record.decode(redis.Redis(port=group.master.port).get("before"))["token"] == "t1"
         new_master = group.failover()
-        # A connection opened now asks the sentinel and lands on the new master. (One still open to
-        # the old master may be granted there until the sentinel demotes it, see the docs: such a lock
-        # is lost; replica_ack refuses it, as the old master has no replica left.)
+        # A store follows the master the sentinels name (store/sentinel.py); a new one starts there too.
         store.close()
         store = open_store(group.url, _options(group, ack=False))
         wait_for(lambda: _granted(store, "after", "t2"), 10, interval=0.1, what="a lock from the new master")
