@@ -13,10 +13,14 @@ redis-py's cluster pipeline (one round trip per master that holds any of them);
 a batch refused mid-migration (``TRYAGAIN``: its keys are split between two
 masters) is retried one key at a time, which redis-py redirects with ``ASK``. A key's
 places (:mod:`.places`) carry its lock key's hash tag: one slot, like the lock itself.
+
+A master that dies is asked again on a reloaded slot map until its replica serves the
+slot, within each call's budget (:mod:`.cluster_routing`).
 """
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Optional, Any, Dict, List, Sequence, Tuple
 
@@ -26,6 +30,7 @@ from redis.exceptions import RedisError
 from . import places, redis_places
 from .places import renew_args
 from .redis_backend import RedisBackend
+from .cluster_routing import BUDGET, ClusterSlotUnavailable, healed
 from .redis_calls import release_call
 
 __all__ = ["ClusterBackend"]
@@ -36,6 +41,18 @@ class ClusterBackend(RedisBackend):
 
     client: RedisCluster
     pipelined_renewals = False
+
+    def _script(self, script: Any, keys: Sequence[Any], args: Sequence[Any], grants: bool = False,
+                budget: float = BUDGET) -> Any:
+        return healed(self.grants if grants else self.client,
+                      lambda: super(ClusterBackend, self)._script(script, keys, args, grants),
+                      keys[0] if keys else None, budget)
+
+    def _set_nx(self, key: str, value: str, ttl_ms: int, get: bool) -> Any:
+        return healed(self.grants, lambda: super(ClusterBackend, self)._set_nx(key, value, ttl_ms, get), key)
+
+    def _pttl(self, key: str) -> Any:
+        return healed(self.client, lambda: super(ClusterBackend, self)._pttl(key), key)
 
     def _batched(self, script: Any, calls: Sequence[Tuple[Sequence[str], Sequence[Any]]]) -> List[Any]:
         """One script call per entry (each within one slot), pipelined per master.
@@ -52,9 +69,10 @@ class ClusterBackend(RedisBackend):
         except RedisError:
             replies = [None] * len(calls)
         out: List[Any] = []
+        deadline = time.monotonic() + BUDGET  # one budget for the batch, not one per entry
         for (keys, args), reply in zip(calls, replies):
             if reply is None or isinstance(reply, Exception):
-                reply = script(keys=keys, args=args)
+                reply = self._script(script, keys, args, budget=max(deadline - time.monotonic(), 0.0))
             out.append(reply)
         return out
 
@@ -92,12 +110,14 @@ class ClusterBackend(RedisBackend):
     def _renew_batches(self, calls: List[Tuple[List[str], List[Any]]]) -> List[List[Any]]:
         try:
             return self._batched(self._renew, calls)
+        except ClusterSlotUnavailable:
+            raise  # a master that stayed away the whole budget: key by key would only wait longer
         except RedisError:
             # A slot's keys are split between two masters (migration in progress): key by key.
             out = []
             for keys, args in calls:
                 n = len(keys)
-                out.append([self._renew(keys=[keys[i]], args=args[i::n])[0]
+                out.append([self._script(self._renew, [keys[i]], args[i::n])[0]
                             for i in range(n)])
             return out
 

@@ -1,0 +1,89 @@
+"""A 3+3 Redis Cluster through the death of a master: holds on its slot heal with the promotion.
+
+Given a cluster of three masters with a replica each, started here, when the master serving
+a lock's slot is killed (``kill -9``) and its replica takes over (``CLUSTER FAILOVER
+TAKEOVER``, as the cluster would after its node timeout), then a hold asked while no master
+served the slot is granted once the replica serves it, and every client, each with the slot
+map it had before, is granted holds on that slot within about a second of the promotion.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator, List
+
+import pytest
+from celery import Celery
+
+from celery_singleton_lock import SharedLock
+from celery_singleton_lock.runtime import runtime_for
+from celery_singleton_lock.store import Grant, new_token
+from celery_singleton_lock.store.connect import open_store
+from tests.integration.topo import HOLDER
+from tests.support.servers import RedisServer
+from tests.support.topologies import LocalCluster
+from tests.support.waits import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    started = LocalCluster(masters=3, replicas=1).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def kill(server: RedisServer) -> None:
+    assert server.process is not None
+    server.process.kill()  # SIGKILL
+    server.process.wait(10)
+    server.process = None
+
+
+def promoted(cluster: LocalCluster, replica: RedisServer) -> bool:
+    return cluster.node(replica).info("replication")["role"] == "master"
+
+
+def test_holds_on_a_killed_masters_slot_are_granted_once_its_replica_takes_over(cluster):
+    app = Celery("failover-cluster", broker="memory://", set_as_current=False)
+    app.conf.singleton_lock_url = cluster.url
+    lock = SharedLock("slot-heal", on_locked="raise", app=app)
+    clients = [open_store(cluster.url, {}) for _ in range(3)]
+    try:
+        key = lock.keys(runtime_for(app), ("v",)).lock
+        slot = clients[0].client.keyslot(key)
+        owner = cluster.owner(slot)
+        replica = cluster.replicas[cluster.masters.index(owner)]
+        with lock.hold("v"):  # Given a lock store that served the slot, and clients that know its map
+            pass
+        for client in clients:
+            token = new_token()
+            assert isinstance(client.acquire(key, token, 6000, HOLDER), Grant) and client.release(key, token)
+
+        # When the slot's master is killed, a hold is asked, and the replica takes over a moment later
+        kill(owner)
+        hold = lock.hold("v")
+        with ThreadPoolExecutor(1) as pool:
+            asked = pool.submit(hold.__enter__)
+            time.sleep(0.4)
+            cluster.node(replica).execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+            wait_for(lambda: promoted(cluster, replica), 5, interval=0.01, what="the replica promoted")
+            at = time.monotonic()
+            # then the hold asked while no master served the slot is granted, not failed
+            assert asked.result(timeout=10).token
+        hold.__exit__(None, None, None)
+
+        # and every client, with the slot map from before the kill, is granted within about a second
+        waits: List[float] = []
+        for client in clients:
+            token = new_token()
+            assert isinstance(client.acquire(key, token, 6000, HOLDER), Grant)
+            waits.append(time.monotonic() - at)
+            client.release(key, token)
+        assert max(waits) < 1.0, waits
+    finally:
+        for client in clients:
+            client.close()
+        runtime_for(app).close()
