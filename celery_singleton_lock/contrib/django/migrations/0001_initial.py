@@ -1,5 +1,7 @@
 """The unmanaged ``Lock`` model: no table, only the ``release_lock`` permission ``migrate`` creates."""
 
+from typing import List, Tuple
+
 from django.db import migrations, models
 
 
@@ -7,7 +9,7 @@ class Migration(migrations.Migration):
 
     initial = True
 
-    dependencies = []
+    dependencies: List[Tuple[str, str]] = []
 
     operations = [
         migrations.CreateModel(
