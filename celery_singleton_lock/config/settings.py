@@ -140,7 +140,7 @@ def _lock_url_from_broker(conf: Mapping[str, Any]) -> str:
     if namespaced != "singleton_lock_url":
         where += f" ({namespaced} in the settings)"
     raise ConfigurationError(
-        f"singleton_lock_url is not set and {why}: set {where} to the Redis URL that "
+        f"{namespaced} is not set and {why}: set {where} to the Redis URL that "
         "every worker and publisher shares (a localhost default would be a different Redis on every host, "
         "and keep nothing from running twice across hosts)")
 
