@@ -130,7 +130,9 @@ def message_digest(task: Any, argument_key: ArgumentKey, args: Sequence[Any], kw
 
 
 def _is_library_republish(message_headers: Optional[Mapping[str, Any]]) -> bool:
-    # A lock retry re-publishes with our own headers: it already owns (or needs no) enqueue lock.
+    # A lock retry re-publishes the running call with our own headers: it already owns (or needs no)
+    # enqueue lock. Only the running call's own id makes it one: a caller passing our headers to
+    # apply_async takes the enqueue lock as any call does (the headers are replaced by ours).
     return bool(message_headers) and (headers.ENQUEUE_TOKEN in message_headers  # type: ignore[operator]
                                       or headers.RETRIES in message_headers)  # type: ignore[operator]
 
@@ -147,7 +149,7 @@ def publish_locked(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], ta
     current = task.lock if task_id is not None and task.request.id == task_id else None
     if current is not None:
         return _republish_own(current, options, call.delay(), publish)
-    if _is_library_republish(call.headers):
+    if task_id is not None and task.request.id == task_id and _is_library_republish(call.headers):
         return publish(task_id or uuid(), {k: call.headers[k] for k in headers.ALL if k in call.headers})  # type: ignore
 
     runtime = runtime_for(task.app)

@@ -62,12 +62,12 @@ def refuse_without_generations(task_name: str, options: LockOptions, settings: A
 
 def stamps(task: Any, task_id: Optional[str], message_headers: Optional[Mapping[str, Any]]) -> bool:
     """Whether this ``apply_async`` is a new call to supersede with: not the task re-queuing itself
-    (``self.retry()``), nor the library re-publishing a call it stamped already."""
+    (``self.retry()``, or the library re-publishing the running call it stamped already: both carry the
+    running request's id). A library header a caller passes (``singleton_lock_generation``, say) is no
+    sign of either: the call is stamped as any other, and the header is replaced by the library's own."""
     if not task.singleton_lock()[0].latest_wins or task.app.conf.task_always_eager:
         return False
-    if task_id is not None and task_id == task.request.id:
-        return False
-    return not (message_headers and (headers.GENERATION in message_headers or headers.RETRIES in message_headers))
+    return task_id is None or task_id != task.request.id
 
 
 def debounce_wait(options: LockOptions, burst_ms: int) -> float:

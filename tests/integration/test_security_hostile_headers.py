@@ -13,6 +13,7 @@ from typing import Any, Dict, List
 
 from celery_singleton_lock.calls import headers
 from tests.integration.helpers import overlaps, records, wait_unlocked
+from tests.support.waits import wait_for
 
 GARBAGE: List[Dict[str, Any]] = [
     {headers.ENQUEUE_TOKEN: 12345, headers.ENQUEUE_DIGEST: {"not": "a digest"}, headers.RETRIES: "NaN"},
@@ -66,3 +67,36 @@ def test_a_forged_generation_neither_runs_ahead_nor_silences_its_key(proj, start
         for field in ("gen", "claimed"):
             value = lock_redis.hget(name, field)
             assert value is None or 0 < int(value) < headers.MAX_GENERATION, (name, field, value)
+
+
+def test_a_generation_header_passed_to_apply_async_is_replaced_and_the_call_is_the_newest(
+        proj, start_worker, events_redis, lock_redis):
+    # Given a replace task whose first call of a key runs, and a second call waiting
+    import importlib
+
+    latest = importlib.import_module("tests.integration.proj_latest")
+    start_worker(app="tests.integration.proj_latest", concurrency=2)
+    first = latest.replaced.delay("own-header", 0, duration=1.0)
+    wait_for(lambda: records(events_redis, "started"), 20, what="the first call to start")
+    waiting = latest.replaced.delay("own-header", 1, duration=0.1)
+    # When a caller passes its own singleton_lock_generation (an old one) to apply_async
+    newest = latest.replaced.apply_async(("own-header", 2), {"duration": 0.1}, headers={headers.GENERATION: "1"})
+    # Then that call is stamped the newest as any other: it runs, after the first, and the waiting one is
+    # superseded (with its header obeyed, the waiting call would run and this one be superseded)
+    assert newest.get(timeout=30) == {"key": "own-header", "payload": 2}
+    assert waiting.get(timeout=10) is None
+    assert first.get(timeout=10) == {"key": "own-header", "payload": 0}
+    assert sorted(run["payload"] for run in records(events_redis)) == [0, 2]
+
+
+def test_a_retries_header_passed_to_apply_async_does_not_skip_the_enqueue_lock(proj, start_worker, events_redis,
+                                                                              lock_redis):
+    # Given a queued_or_running task's call of a key published (its enqueue lock taken)
+    start_worker(concurrency=2)
+    held = proj.qor_job.delay("own-retries", 2.0)
+    # When a caller passes the library's own retry headers to apply_async for the same key
+    again = proj.qor_job.apply_async(("own-retries",), headers={headers.RETRIES: 1, headers.ENQUEUE_TOKEN: "x"})
+    # Then it is the duplicate it is: nothing is published, the caller gets the holder's result
+    assert again.id == held.id
+    held.get(timeout=30)
+    assert len(records(events_redis)) == 1

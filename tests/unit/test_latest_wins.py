@@ -210,3 +210,22 @@ def test_a_superseded_call_is_marked_in_its_meta_and_still_answers_none(app, ext
     assert (meta.get("singleton_lock_superseded_by"), meta.get("singleton_lock_policy")) == \
         ((newer.id, "replace") if extended else (None, None))
     assert not superseded(newer) and not superseded(ran)
+
+
+@pytest.mark.parametrize("forged", [{headers.GENERATION: "1"}, {headers.RETRIES: "0"},
+                                    {headers.GENERATION: "1", headers.RETRIES: "3"}])
+def test_a_callers_own_library_headers_neither_skip_the_stamping_nor_reach_the_message(app, forged):
+    # Given a replace task and a call of a key waiting
+    app.conf.result_extended = True
+    sync = _debounced(app, lock_scope="queued", on_locked="replace")
+    with published() as sent:
+        waiting = sync.delay(1, "waiting")
+        # When a caller passes the library's own headers to apply_async
+        newer = sync.apply_async((1, "newer"), headers=dict(forged))
+    # Then its call is stamped as the newest like any other (the headers replaced by the library's own),
+    # and the call it displaced is answered superseded
+    first, second = (int(message[headers.GENERATION]) for message in sent)
+    assert second > first > 1
+    assert headers.RETRIES not in sent[1]
+    assert waiting.get(timeout=1) is None and superseded(waiting)
+    assert newer.state == "PENDING"
