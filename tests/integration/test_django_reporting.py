@@ -1,7 +1,7 @@
 """Django's error pages in the test project: the DEBUG 500 page and the error e-mail to ``ADMINS``
 mask the lock URL's password under the library's exception-reporter filter, which the project names
 as docs/django.md says (``DEFAULT_EXCEPTION_REPORTER_FILTER``). The project's own tests
-(``shop/test_reporting.py``) render both with Django's test client and ``mail.outbox``, and show the
+(``shop/error_reports.py``) render both with Django's test client and ``mail.outbox``, and show the
 password in clear under Django's own filter."""
 
 from __future__ import annotations
@@ -10,5 +10,5 @@ from tests.integration.test_django import _manage, django_env  # noqa: F401 - th
 
 
 def test_the_debug_page_and_the_error_mail_mask_the_lock_password(django_env):  # noqa: F811
-    done = _manage(django_env, "test", "shop.test_reporting", check=False)
+    done = _manage(django_env, "test", "shop.error_reports", check=False)
     assert done.returncode == 0 and "OK" in done.stderr and "Ran 3 tests" in done.stderr, done.stderr

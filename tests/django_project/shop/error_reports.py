@@ -2,7 +2,9 @@
 
 The project names the library's filter (``DEFAULT_EXCEPTION_REPORTER_FILTER``, docs/django.md);
 each test also shows the page or mail under Django's own filter, where the password is in clear,
-so a test that passes proves the library's filter masked it.
+so a test that passes proves the library's filter masked it. Run by its label,
+``manage.py test shop.error_reports`` (tests/integration/test_django_reporting.py): its name keeps it
+out of ``manage.py test shop``, the project's documented tests.
 """
 from django.conf import settings
 from django.core import mail
