@@ -92,18 +92,22 @@ def open_trusted(name: str, *, parent: Optional[int] = None, create: bool = Fals
     try:
         fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
     except OSError as exc:  # swapped for a link between the lstat and the open
-        problem = "is a symbolic link" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else f"cannot be opened ({exc.strerror})"
-        raise UntrustedDirectory(shown, problem) from None
-    status = os.fstat(fd)
-    problem = None
-    if status.st_uid != _uid():
-        problem = f"is owned by {_owner(status.st_uid)}, not by this user ({_owner(_uid())})"
-    elif stat.S_IMODE(status.st_mode) != 0o700:
-        problem = f"has mode {stat.S_IMODE(status.st_mode):04o}, not 0700"
+        raise UntrustedDirectory(shown, "is a symbolic link" if exc.errno in (errno.ELOOP, errno.ENOTDIR)
+                                 else f"cannot be opened ({exc.strerror})") from None
+    problem = _not_own(os.fstat(fd))
     if problem is not None:
         os.close(fd)
         raise UntrustedDirectory(shown, problem)
     return fd
+
+
+def _not_own(status: os.stat_result) -> Optional[str]:
+    """What makes an opened directory not this user's alone; ``None`` when it is."""
+    if status.st_uid != _uid():
+        return f"is owned by {_owner(status.st_uid)}, not by this user ({_owner(_uid())})"
+    if stat.S_IMODE(status.st_mode) != 0o700:
+        return f"has mode {stat.S_IMODE(status.st_mode):04o}, not 0700"
+    return None
 
 
 def open_base(create: bool = False) -> int:
