@@ -1,4 +1,5 @@
-"""The Django app's configuration: it registers the settings check once Django is ready."""
+"""The Django app's configuration: once Django is ready, it registers the settings check and names the
+error-report filter that masks the lock URL's password (unless the project named one)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,7 @@ class SingletonLockConfig(AppConfig):
         from .checks import check_lock_settings
 
         checks.register(check_lock_settings, "celery_singleton_lock")
+
+        from .reporting import install_default_filter
+
+        install_default_filter()  # error pages mask the lock URL's password unless the project chose a filter

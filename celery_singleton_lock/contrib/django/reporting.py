@@ -7,6 +7,10 @@ this filter in the project's settings::
 
     DEFAULT_EXCEPTION_REPORTER_FILTER = "celery_singleton_lock.contrib.django.reporting.SafeExceptionReporterFilter"
 
+With ``celery_singleton_lock.contrib.django`` in ``INSTALLED_APPS`` and no filter named in the
+settings, the app names this one as it starts (:func:`install_default_filter`): a project that
+chose a filter of its own keeps it (subclass this one to keep the masking).
+
 It keeps everything Django's own filter hides, and masks as ``celery report`` does: our URL
 settings under any namespace with the password masked and the hosts readable, our client options
 with every secret-sounding value masked, and any other setting or local variable of a traceback
@@ -23,7 +27,10 @@ from django.views.debug import SafeExceptionReporterFilter as DjangoFilter
 from ...config.censor import censor_settings
 from ...store import redact
 
-__all__ = ["SafeExceptionReporterFilter"]
+__all__ = ["SafeExceptionReporterFilter", "install_default_filter", "FILTER_PATH"]
+
+#: The filter's dotted path, as ``DEFAULT_EXCEPTION_REPORTER_FILTER`` names it.
+FILTER_PATH = "celery_singleton_lock.contrib.django.reporting.SafeExceptionReporterFilter"
 
 #: A URL whose authority has an ``@`` (credentials), up to the next blank or quote: what is shown
 #: of it is :func:`redact`'s reading, which masks more rather than less.
@@ -72,6 +79,17 @@ class SafeExceptionReporterFilter(DjangoFilter):
             return value
         masked_text = _mask_urls(text)
         return value if masked_text == text else _Shown(masked_text)
+
+
+def install_default_filter() -> bool:
+    """Name this filter in the settings when the project named none (Django's default would show the
+    lock URL's password); whether it did. Run by the app as Django starts, before any request."""
+    from django.conf import settings
+
+    if settings.is_overridden("DEFAULT_EXCEPTION_REPORTER_FILTER"):
+        return False
+    settings.DEFAULT_EXCEPTION_REPORTER_FILTER = FILTER_PATH
+    return True
 
 
 class _Shown:
