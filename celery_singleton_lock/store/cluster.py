@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Optional, Any, Dict, List, Sequence, Tuple
+from contextlib import contextmanager
+from typing import Optional, Any, Dict, Iterator, List, Sequence, Tuple
 
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisError
@@ -30,7 +31,8 @@ from redis.exceptions import RedisError
 from . import places, redis_places
 from .places import renew_args
 from .redis_backend import RedisBackend
-from .cluster_routing import BUDGET, ClusterSlotUnavailable, healed
+from .cluster_routing import BUDGET, ClusterSlotUnavailable, healed, reloading
+from .events import PubSubReleaseEvents
 from .redis_calls import release_call
 
 __all__ = ["ClusterBackend"]
@@ -53,6 +55,14 @@ class ClusterBackend(RedisBackend):
 
     def _pttl(self, key: str) -> Any:
         return healed(self.client, lambda: super(ClusterBackend, self)._pttl(key), key)
+
+    def await_release(self, key: str) -> bool:
+        return healed(self.client, lambda: super(ClusterBackend, self).await_release(key), key)
+
+    @contextmanager
+    def release_events(self, key: str) -> Iterator[PubSubReleaseEvents]:
+        with reloading(self.client), super().release_events(key) as events:
+            yield events
 
     def _batched(self, script: Any, calls: Sequence[Tuple[Sequence[str], Sequence[Any]]]) -> List[Any]:
         """One script call per entry (each within one slot), pipelined per master.

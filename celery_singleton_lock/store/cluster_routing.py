@@ -7,20 +7,23 @@ lock call made a moment before the promotion fails although the slot is served a
 instant later. :func:`healed` keeps asking, with short pauses, reloading the slot map
 before each try, until the call's budget (:data:`BUDGET`) is spent: a call made during a
 failover succeeds as soon as the replica serves the slot, and one that cannot says which
-slot and master did not answer, and for how long.
+slot and master did not answer, and for how long. A subscription to a key's releases fails
+as it is, but reloads the map first (:func:`reloading`), so the waiter's next try subscribes
+on the live master.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Optional, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from redis import exceptions as rex
 
 from .errors import error_text, permanent_problem
 
-__all__ = ["healed", "ClusterSlotUnavailable", "BUDGET", "PASSING"]
+__all__ = ["healed", "reloading", "ClusterSlotUnavailable", "BUDGET", "PASSING"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -60,6 +63,18 @@ def healed(client: Any, call: Callable[[], T], key: Optional[str] = None, budget
         sleep(pause)
         pause = min(pause * 2, MAX_PAUSE)
         _reload(client)
+
+
+@contextmanager
+def reloading(client: Any) -> Iterator[None]:
+    """Reload the slot map when the block fails as a dead master makes it fail, and let the error go
+    on: for what cannot simply be asked again (a subscription and the waits on it), so the caller's
+    next try (a waiting block's, a task's retry) goes to the master that serves the slot now."""
+    try:
+        yield
+    except PASSING:
+        _reload(client)
+        raise
 
 
 def _reload(client: Any) -> None:

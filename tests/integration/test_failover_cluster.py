@@ -4,11 +4,13 @@ Given a cluster of three masters with a replica each, started here, when the mas
 a lock's slot is killed (``kill -9``) and its replica takes over (``CLUSTER FAILOVER
 TAKEOVER``, as the cluster would after its node timeout), then a hold asked while no master
 served the slot is granted once the replica serves it, and every client, each with the slot
-map it had before, is granted holds on that slot within about a second of the promotion.
+map it had before, is granted holds on that slot within about a second of the promotion; a
+block waiting on that slot through it is granted as the holder gives its place back.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, List
@@ -87,3 +89,56 @@ def test_holds_on_a_killed_masters_slot_are_granted_once_its_replica_takes_over(
         for client in clients:
             client.close()
         runtime_for(app).close()
+
+
+def _app(cluster: LocalCluster, name: str) -> Celery:
+    app = Celery(name, broker="memory://", set_as_current=False)
+    app.conf.singleton_lock_url = cluster.url
+    return app
+
+
+def test_a_block_waiting_through_the_kill_is_granted_when_the_holder_gives_back_its_place(cluster):
+    # Given a holder and a waiter in two processes' worth of clients (two apps), on a slot whose
+    # master still has its replica
+    holding, waiting = _app(cluster, "failover-holder"), _app(cluster, "failover-waiter")
+    holder_lock = SharedLock("wait-heal", app=holding)
+    waiter_lock = SharedLock("wait-heal", wait_timeout=15, app=waiting)
+    try:
+        runtime = runtime_for(holding)
+        for value in range(100):
+            key = holder_lock.keys(runtime, (value,)).lock
+            owner = cluster.owner(runtime.store.client.keyslot(key))
+            replica = cluster.replicas[cluster.masters.index(owner)] if owner in cluster.masters else None
+            if replica is not None and replica.process is not None and not promoted(cluster, replica):
+                break
+        else:
+            pytest.fail("no slot with a live replica")
+        release, granted = threading.Event(), []
+
+        def hold() -> None:
+            with holder_lock.hold(value):
+                release.wait(20)
+
+        def wait() -> None:
+            with waiter_lock.hold(value):
+                granted.append(time.monotonic())
+
+        with ThreadPoolExecutor(2) as pool:
+            held = pool.submit(hold)
+            wait_for(lambda: cluster.node(owner).exists(key), 5, what="the place held")
+            waited = pool.submit(wait)
+            time.sleep(0.3)  # the waiter is subscribed to the key's releases, on the master to be killed
+            # When that master is killed and its replica takes over, and then the holder gives its place back
+            kill(owner)
+            time.sleep(0.4)
+            cluster.node(replica).execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+            wait_for(lambda: promoted(cluster, replica), 5, interval=0.01, what="the replica promoted")
+            released = time.monotonic()
+            release.set()
+            held.result(timeout=10)
+            # then the waiter is granted the place, within about a second, not at its wait_timeout
+            waited.result(timeout=20)
+        assert granted and granted[0] - released < 1.5, granted[0] - released
+    finally:
+        runtime_for(holding).close()
+        runtime_for(waiting).close()
