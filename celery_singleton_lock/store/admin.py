@@ -83,6 +83,7 @@ class LockRecord:
     released_ms: Optional[int] = None  # a released place: how long ago it was released (None: not known)
     name: str = ""            # the name the key is made under: the task's, or a shared one (lock_name,
                               # a SharedLock); ``task`` is then the task that made the call, if one did
+    waiting: bool = False     # a copy waits for its release (on_locked="wait" asked to be told)
 
     @property
     def live(self) -> bool:
@@ -125,7 +126,7 @@ def _record(layout: KeyLayout, key: str, fields: Dict[str, str], pttl_ms: int, n
         host=host, pid=pid, since_ms=since_ms, age_ms=now_ms - since_ms if since_ms else None,
         ttl_ms=ttl_ms, pttl_ms=pttl_ms, heartbeat_ms=heartbeat_ms, since_renewal_ms=verdict.since_renewal_ms,
         token=fields["token"], stale=verdict.stale, lost=verdict.lost, reason=verdict.reason, pid_ns=pid_ns,
-        describe=fields.get("describe", ""), name=task)
+        describe=fields.get("describe", ""), name=task, waiting=bool(fields.get("waiting")))
 
 
 def _foreign(layout: KeyLayout, key: str, holds: str, pttl_ms: int) -> Optional[LockRecord]:

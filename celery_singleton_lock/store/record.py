@@ -85,13 +85,16 @@ def head(token: str, state: str) -> str:
 
 
 def decode(value: Any, names: Sequence[str] = FIELDS) -> Dict[str, str]:
-    """The fields by name (``''`` for one a short value lacks); ``redelivered`` is ``'1'`` or ``''``,
+    """The fields by name (``''`` for one a short value lacks); ``redelivered`` and ``waiting`` (a copy
+    waits for the release) are ``'1'`` or ``''``,
     ``pid_ns`` the holder's PID namespace (``''`` when not recorded). ``names``: the fields in the
     value's order, the last one taking the rest (a place's differ)."""
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
     parts = text.split(" ", len(names) - 1)
     fields = dict(zip(names, parts + [""] * (len(names) - len(parts))))
-    fields["redelivered"] = "1" if "r" in fields.pop("flags") else ""
+    flags = fields.pop("flags")
+    fields["redelivered"] = "1" if "r" in flags else ""
+    fields["waiting"] = "1" if "w" in flags else ""
     fields["pid"], _, fields["pid_ns"] = fields["pid"].partition("/")
     fields["task_id"], _, fields["describe"] = fields["task_id"].partition("\t")
     fields["describe"], _, fields["task"] = fields["describe"].partition("\t")

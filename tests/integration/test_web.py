@@ -146,3 +146,18 @@ def test_a_wrong_bind_is_named_before_serving(proj, test_env):
 
     done = run_cli("web", "--bind", "localhost:http")
     assert done.returncode == 2 and "is no HOST:PORT" in done.stderr
+
+
+def test_a_copy_waiting_for_the_release_is_shown(proj, start_worker, events_redis, test_env):
+    from tests.integration import proj_waits
+
+    start_worker(app="tests.integration.proj_waits", concurrency=2)
+    holder = proj_waits.wait_raise.delay("w", duration=8.0)
+    wait_started(events_redis, 1)
+    waiter = proj_waits.wait_raise.delay("w", duration=0.1)  # waits in the other pool process
+    with WebServer("tests.integration.proj_waits", test_env) as web:
+        wait_for(lambda: (lambda answer: answer[1] and answer[1][0]["waiting"])(_api(web)), 15,
+                 what="the holder's lock to say a copy waits")
+        (printed,) = listed()
+        assert printed["waiting"] is True  # the same field in locks list --json
+    assert holder.get(timeout=30)["key"] == "w" and waiter.get(timeout=30)["key"] == "w"
