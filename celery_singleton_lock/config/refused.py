@@ -18,7 +18,8 @@ import logging
 import os
 import threading
 import warnings
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 from celery import _state
 from celery.app.task import Task
@@ -26,7 +27,7 @@ from celery.utils.functional import maybe_evaluate
 
 from ..exceptions import ConfigurationError
 
-__all__ = ["EXIT_SETTINGS", "keep", "kept", "refuse", "complete_registry", "end_start", "started"]
+__all__ = ["EXIT_SETTINGS", "keep", "kept", "refuse", "complete_registry", "judging", "end_start", "started"]
 
 logger = logging.getLogger("celery_singleton_lock")
 
@@ -36,6 +37,7 @@ EXIT_SETTINGS = getattr(os, "EX_DATAERR", 65)
 
 _KEPT = "_singleton_lock_refusal"
 _COMPLETING = threading.local()
+_JUDGING = threading.local()
 #: Set once this process's worker or beat has passed its start: a task bound later (in a pool
 #: process, say) that is refused raises as in any process, it never ends the program.
 _STARTED = threading.Event()
@@ -113,9 +115,20 @@ def _starting() -> bool:
     return bool(getattr(loader, "worker_initialized", False))
 
 
+@contextmanager
+def judging() -> Iterator[None]:
+    """Refusals met inside only raise, even in a worker that is starting: apps built to judge tasks
+    (Django's system check, which Celery's Django fixup runs as a worker starts) never end it."""
+    _JUDGING.on = True
+    try:
+        yield
+    finally:
+        _JUDGING.on = False
+
+
 def end_start(exc: ConfigurationError) -> None:
     """A worker or beat that is starting ends with one line and :data:`EXIT_SETTINGS`."""
-    if not _starting():
+    if getattr(_JUDGING, "on", False) or not _starting():
         return
     logger.critical("singleton lock: refusing to start: %s", exc)
     raise SystemExit(EXIT_SETTINGS)

@@ -3,6 +3,8 @@ use of a refused task raises the same ConfigurationError, not Celery's ``NotRegi
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from celery import Celery
 
@@ -81,3 +83,31 @@ def test_a_refusal_is_raised_anew_each_time_not_the_same_object_growing_a_traceb
             task.delay(1)
         errors.append(raised.value)
     assert errors[0] is not errors[1] and str(errors[0]) == str(errors[1])
+
+
+def test_a_worker_still_starting_ends_on_a_refusal_but_a_check_judging_tasks_never_ends_it(monkeypatch, caplog):
+    from celery.app.task import Task
+
+    from celery_singleton_lock.config import refused
+
+    monkeypatch.setattr(Task, "_stackprotected", True, raising=False)  # what a starting worker has set
+    monkeypatch.setattr(refused, "_STARTED", threading.Event())
+    app = _app(singleton_lock_url="redis://lock-host/0")
+    app.finalize()
+    with pytest.raises(SystemExit) as ended:
+        @app.task(base=LockedTask, shared=False, lock_scope="forever")
+        def job(account_id):
+            pass
+    assert ended.value.code == refused.EXIT_SETTINGS == 65
+    assert [r.getMessage() for r in caplog.records if r.levelname == "CRITICAL"] == [
+        "singleton lock: refusing to start: task 'tests.unit.test_refusal_stays.job': lock_scope='forever' is not "
+        "one of 'running', 'queued', 'queued_or_running'"]
+    with refused.judging(), pytest.raises(ConfigurationError, match="lock_scope='never'"):
+        @app.task(base=LockedTask, shared=False, lock_scope="never")
+        def other(account_id):
+            pass
+    refused.started()
+    with pytest.raises(ConfigurationError, match="lock_scope='again'"):
+        @app.task(base=LockedTask, shared=False, lock_scope="again")
+        def third(account_id):
+            pass

@@ -132,7 +132,8 @@ def _task_problems(namespace: str, dropped: Set[str], url_wrong: bool) -> List[C
     if url_wrong:  # judged as if on one Redis server: the URL's own error is reported already
         probe.conf.singleton_lock_url = "redis://localhost:6379/0"
     try:
-        probe.finalize()
+        with refused.judging():  # Celery's Django fixup runs this check as a worker starts: never end it
+            probe.finalize()
     except ConfigurationError:
         pass  # kept with each refused task (see config.refused)
     errors: List[CheckMessage] = []
