@@ -6,7 +6,9 @@ the clock's multiples of the period), so a beat restart before a tick plays in s
 daily job meets in days. Given a beat stopped after one tick and restarted after it missed the
 next, it publishes the missed tick at once and the following tick on the clock: both run. Under
 the interval recipe (a window of 0.9 of the period, no tick key) the late run's window turned that
-following tick away (checked by running this test with ``CSL_TICK_TASK=windowed``).
+following tick away (checked by running this test with ``CSL_TICK_TASK=windowed``). A restarted
+beat's late publish of a tick another beat ran on time is turned away by the recipe's window of one
+period (and not by a shorter one: ``CSL_TICK_WINDOW=3``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def _sleep_until(moment: float) -> None:
 
 @pytest.fixture
 def ticks_env(test_env):
-    return {"CSL_TICK_TASK": os.environ.get("CSL_TICK_TASK", "ticked")}
+    return {name: os.environ[name] for name in ("CSL_TICK_TASK", "CSL_TICK_WINDOW") if name in os.environ}
 
 
 def test_a_beat_restarted_before_a_tick_runs_the_missed_tick_and_the_next_one(proj, start_worker, events_redis,
@@ -102,3 +104,42 @@ def test_two_beats_run_each_tick_of_a_crontab_like_schedule_once(proj, start_wor
     assert len(ticks) == len(set(ticks)), (f"a tick ran twice: runs at {[round(r - begun, 2) for r in runs]}, "
                                            f"publishes {published}")
     assert all(published) and sum(published) > len(runs), published
+
+
+def test_a_restarted_beats_late_publish_of_a_tick_another_beat_ran_is_turned_away(proj, start_worker, events_redis,
+                                                                                  test_env, ticks_env):
+    """A window of one period covers a catch-up published most of a period after its tick."""
+    period = 10.0
+    env = dict(ticks_env, CSL_TICK_SECONDS=str(period))
+    start_worker(pool="prefork", concurrency=2, env=env, app=APP)
+    schedule_file = tempfile.mktemp(prefix="csl-ticks-schedule-")
+    steady = Beat(APP, dict(test_env, **env), name=f"ticks-steady-{uuid.uuid4().hex[:6]}")
+    restarted = None
+    try:
+        steady.start()
+        first_life = Beat(APP, dict(test_env, **env), name=f"ticks-b-{uuid.uuid4().hex[:6]}",
+                          extra_args=["-s", schedule_file])
+        first_life.start()
+        wait_for(lambda: _runs(events_redis), 2 * period + 10, what="the first tick's run")
+        wait_for(lambda: "Sending due task job" in first_life.log(), period, what="the second beat's publish")
+        first_life.stop()
+        missed = _next_tick(period, _runs(events_redis)[-1])  # the steady beat runs it on time
+        _sleep_until(missed + 0.6 * period)  # the second beat comes back late in that tick's period
+        restarted = Beat(APP, dict(test_env, **env), name=f"ticks-b-again-{uuid.uuid4().hex[:6]}",
+                         extra_args=["-s", schedule_file])
+        restarted.start()
+        wait_for(lambda: "Sending due task job" in restarted.log(), period, what="the late publish")
+        late = time.time()
+        assert late < missed + period, f"the restarted beat published {late - missed:.1f}s after the tick (load?)"
+        _sleep_until(missed + period + period / 2)  # and the following tick
+        runs = _runs(events_redis)
+    finally:
+        for beat in (steady, restarted):
+            if beat is not None:
+                beat.stop()
+        for leftover in (schedule_file, schedule_file + ".db"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+    ticks = [math.floor(start / period) for start in runs]
+    assert len(ticks) == len(set(ticks)), f"a tick ran twice: runs at {[round(r - missed, 2) for r in runs]}"
+    assert math.floor(missed / period) in ticks and math.floor(missed / period) + 1 in ticks, runs
