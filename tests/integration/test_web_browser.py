@@ -4,7 +4,8 @@ Given real prefork workers holding locks, when the standalone page (``celery loc
 mount are open in Chromium, then a lock appears within 2 s of its grant and leaves within 2 s of its
 release (both timed by the page itself, from the worker's own start and end records or from the key in
 Redis), the Release button releases where it is allowed (and the next call then runs) and is absent
-where it is not, and a hostile argument shows as text: no element of it is in the page.
+where it is not, a hostile argument shows as text: no element of it is in the page, and a lock name
+whose locks are gone keeps its timeline.
 
 Set ``CSL_WEB_SCREENSHOTS`` to a directory to keep the pages' screenshots (docs/ holds the README's).
 """
@@ -134,6 +135,11 @@ def test_the_standalone_page_in_a_browser(proj, start_worker, events_redis, test
         ended = next(r["end"] for r in records(events_redis) if r["id"] == hostile.id)
         assert _seen(browser, hostile_key, "__gone") - ended <= PROMPT
         _no_injected_element(browser)
+        # its lock is gone, its timeline stays: the hold as a bar on its key's row
+        timeline = 'section.group[data-name="tests.integration.proj.sync"] svg'
+        assert browser.find_elements(By.CSS_SELECTOR, f"{timeline} rect.tl-hold")
+        assert hostile_key in [t.get_attribute("textContent") for t in
+                               browser.find_elements(By.CSS_SELECTOR, f"{timeline} text.tl-key title")]
     held.revoke(terminate=True)
 
 

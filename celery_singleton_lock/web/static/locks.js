@@ -80,10 +80,13 @@
 
   function render() {
     var now = Date.now();
-    var all = names(last);
+    var all = names(last.concat(timelines.names().map(function (name) { return {name: name}; })));
     syncFilter(all);
     var text = search.value.trim();
     var byName = {};
+    timelines.names().forEach(function (name) {  // a name whose locks are gone keeps its timeline
+      if (!nameFilter.value || name === nameFilter.value) byName[name] = [];
+    });
     last.forEach(function (r) {
       var name = groupName(r);
       if (nameFilter.value && name !== nameFilter.value) return;
@@ -94,7 +97,7 @@
     Object.keys(byName).sort().forEach(function (name) {
       var records = byName[name];
       var chosen = records.filter(function (r) { return matches(r, text); });
-      if (!chosen.length && text) return;
+      if (!chosen.length && (text || !records.length && !Object.keys(timelines.of(name)).length)) return;
       var group = template.content.firstElementChild.cloneNode(true);
       group.dataset.name = name;
       group.querySelector(".group-name").textContent = name;
@@ -118,7 +121,7 @@
     });
     groupsNode.replaceChildren(fragment);
     document.getElementById("summary").textContent = shown + " of " + last.length + " holder(s) shown";
-    if (!last.length) groupsNode.appendChild(CSL.el("p", "no locks held", "empty"));
+    if (!last.length) groupsNode.insertBefore(CSL.el("p", "no locks held", "empty"), groupsNode.firstChild);
     if (!rendered++ && window.performance) performance.mark("csl-first-render");  // the benchmark's first paint
   }
 

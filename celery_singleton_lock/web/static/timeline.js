@@ -68,7 +68,8 @@ var TIMELINE = (function () {
       });
     }
 
-    return {see: see, of: function (name) { return names[name] || {}; }};
+    return {see: see, of: function (name) { return names[name] || {}; },
+            names: function () { return Object.keys(names); }};
   }
 
   function node(tag, attributes, title) {
