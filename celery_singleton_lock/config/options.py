@@ -17,8 +17,9 @@ from typing import Any, Callable, Collection, Dict, Iterable, List, Mapping, Opt
 from ..exceptions import ConfigurationError
 from ..store import MAX_DURATION_MS, MAX_LIMIT
 
-__all__ = ["LockOptions", "MAX_SECONDS", "MIN_TTL", "MIN_PERIOD", "valid_limit", "duration", "SCOPES", "ON_LOCKED", "ON_LOCK_ERROR", "resolve_options",
-           "OPTION_NAMES", "SETTING_NAMES", "refuse_unknown_options", "check_app_defaults", "app_default_problems"]
+__all__ = ["LockOptions", "MAX_SECONDS", "MIN_TTL", "MIN_PERIOD", "valid_limit", "duration", "SCOPES", "ON_LOCKED",
+           "ON_LOCK_ERROR", "resolve_options", "OPTION_NAMES", "SETTING_NAMES", "refuse_unknown_options",
+           "check_app_defaults", "app_default_problems"]
 
 SCOPES = ("running", "queued", "queued_or_running")
 ON_LOCKED = ("skip", "retry", "wait", "raise", "replace")
@@ -189,7 +190,8 @@ def app_default_problems(conf: Mapping[str, Any],
             if option in _DEFAULT_CHOICES:
                 _choice(where, option, value, _DEFAULT_CHOICES[option])
             elif option in _DEFAULT_SECONDS:
-                _seconds(where, option, value, allow_zero=_DEFAULT_SECONDS[option], minimum=_DEFAULT_MINIMUMS.get(option))
+                _seconds(where, option, value, allow_zero=_DEFAULT_SECONDS[option],
+                         minimum=_DEFAULT_MINIMUMS.get(option))
             elif option == "lock_retry_max" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise _fail(where, f"must be None or an int >= 0, not {value!r}")
             elif option == "lock_limit" and not callable(value) and (
@@ -197,7 +199,8 @@ def app_default_problems(conf: Mapping[str, Any],
                 raise _fail(where, f"must be an int >= 1 or a function of the call's arguments, not {value!r}")
         except ConfigurationError as exc:
             message = str(exc).split(": ", 1)[1]
-            problems.append((conf_key, ConfigurationError(f"app-wide default {where} = {value!r} is wrong: {message}")))
+            wrong = ConfigurationError(f"app-wide default {where} = {value!r} is wrong: {message}")
+            problems.append((conf_key, wrong))
     return problems
 
 

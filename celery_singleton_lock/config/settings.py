@@ -20,7 +20,8 @@ from .namespace import spelled, written_settings
 from .options import SETTING_NAMES, app_default_problems, check_app_defaults
 from ..store import LockBackend, ambiguous_credentials, redact, redact_options, split_urls
 
-__all__ = ["AppSettings", "resolve_settings", "check_written_settings", "setting_problems", "as_written", "broker_url"]
+__all__ = ["AppSettings", "resolve_settings", "check_written_settings", "setting_problems", "as_written",
+           "named_as_written", "broker_url"]
 
 URL, PREFIX, TRANSPORT = "singleton_lock_url", "singleton_lock_prefix", "singleton_lock_transport_options"
 BACKEND, DESCRIBE = "singleton_lock_backend", "singleton_lock_describe"
@@ -162,6 +163,16 @@ def _unknown_settings(conf: Mapping[str, Any]) -> List[ConfigurationError]:
 def as_written(conf: Mapping[str, Any], name: str) -> str:
     """Our setting ``name`` as the user wrote it (``CELERY_SINGLETON_LOCK_URL``), else ``name``."""
     return next((written for written, ours in written_settings(conf) if ours == name), name)
+
+
+def named_as_written(conf: Mapping[str, Any], text: str) -> str:
+    """``text`` (the lock store's own words, which name our settings plainly) with each setting named
+    as the user wrote it: ``point CELERY_SINGLETON_LOCK_URL at the master`` under Django's namespace."""
+    for name in (URL, TRANSPORT):
+        written = as_written(conf, name)
+        if written != name:
+            text = text.replace(name, written)
+    return text
 
 
 def _defaults_written(conf: Mapping[str, Any]) -> Dict[str, str]:

@@ -27,6 +27,7 @@ from .handle import ExecutionLock
 from .policy import decide
 from .outcome import record_superseded
 from .requeue import requeue
+from ..config.settings import named_as_written
 from ..store import STORE_ERRORS, Conflict, Lease, error_text, redact
 from .taken import kept_by
 
@@ -198,6 +199,7 @@ def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[st
 
 def _misconfigured(attempt: Attempt, exc: BaseException, problem: str) -> NoReturn:
     task, task_id = attempt.task.name, attempt.request.id
+    problem = named_as_written(attempt.task.app.conf, problem)
     url = redact(attempt.runtime.settings.url)
     logger.error("singleton lock: %s[%s]: the lock store %s refused lock %s, so the task fails without "
                  "running (on_lock_error does not apply to a misconfiguration): %s", task, task_id, url,

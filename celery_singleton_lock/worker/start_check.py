@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple, Union
 
 from ..exceptions import ConfigurationError
-from ..config.settings import check_written_settings, resolve_settings
+from ..config.settings import as_written, check_written_settings, named_as_written, resolve_settings
 from ..config.sharing import refuse_disagreeing
 from ..shared import refuse_unbound
 from ..store import (STORE_ERRORS, KeyLayout, ProbeFailed, error_text, open_store, permanent_problem, probe_store,
@@ -44,7 +44,8 @@ def check_lock_store(app: Any) -> Optional[str]:
         url = app.conf.get("singleton_lock_url")
         if url is None:
             return None
-        return (f"singleton_lock_backend {type(settings.backend).__name__} is in use and singleton_lock_url "
+        backend, lock_url = as_written(app.conf, "singleton_lock_backend"), as_written(app.conf, "singleton_lock_url")
+        return (f"{backend} {type(settings.backend).__name__} is in use and {lock_url} "
                 f"{redact(url)!r} is ignored (a backend object wins over a URL: test settings); a worker "
                 "on an in-memory backend keeps nothing from running twice across processes")
     urls = settings.url if isinstance(settings.url, tuple) else (settings.url,)
@@ -54,7 +55,7 @@ def check_lock_store(app: Any) -> Optional[str]:
     def judge(url: Union[str, Tuple[str, ...]], exc: BaseException, step: Optional[str] = None) -> None:
         problem = permanent_problem(exc, step)
         if problem is not None:
-            problems.append(f"{redact(url)}: {problem}")
+            problems.append(f"{redact(url)}: {named_as_written(app.conf, problem)}")
         else:
             outages.append(f"{redact(url)} ({error_text(exc)})")
 
@@ -63,7 +64,8 @@ def check_lock_store(app: Any) -> Optional[str]:
     except STORE_ERRORS as exc:  # a Cluster client connects at once
         judge(settings.url, exc)
     except (ValueError, TypeError) as exc:
-        raise ConfigurationError(f"singleton_lock_url {redact(settings.url)} cannot be used: "
+        named = as_written(app.conf, "singleton_lock_url")
+        raise ConfigurationError(f"{named} {redact(settings.url)} cannot be used: "
                                  f"{error_text(exc)}") from exc
     else:
         try:

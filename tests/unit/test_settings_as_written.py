@@ -58,3 +58,18 @@ def test_every_wrong_setting_is_found_at_once_each_on_its_own():
     assert str(found[""]).startswith("unknown setting CELERY_SINGLETON_LOCK_TLL")
     assert "CELERY_SINGLETON_LOCK_ON_LOCKED = 'skipp'" in str(found["singleton_lock_on_locked"])
     assert setting_problems(_app(CELERY_SINGLETON_LOCK_URL="redis://lock-host/0").conf) == []
+
+
+def test_the_lock_stores_own_words_name_the_settings_as_written():
+    import redis
+
+    from celery_singleton_lock.config.settings import named_as_written
+    from celery_singleton_lock.store import permanent_problem
+
+    problem = permanent_problem(redis.exceptions.ReadOnlyError("You can't write against a read only replica."),
+                                None)
+    assert problem is not None and "singleton_lock_url" in problem
+    conf = _app(CELERY_SINGLETON_LOCK_URL="redis://lock-host/0").conf
+    assert "CELERY_SINGLETON_LOCK_URL" in named_as_written(conf, problem)
+    assert "singleton_lock_url" not in named_as_written(conf, problem)
+    assert named_as_written({"singleton_lock_url": "redis://lock-host/0"}, problem) == problem
