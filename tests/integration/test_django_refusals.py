@@ -20,12 +20,25 @@ import uuid
 from typing import Dict
 
 import pytest
+import redis
 
 from celery_singleton_lock.config.refused import EXIT_SETTINGS
 from tests.integration.test_django import SCHEDULER, _manage, django_env  # noqa: F401 - the project's fixture
 from tests.support.workers import Beat, Worker
 
 WRONG = "proj.settings_wrong"
+
+
+def _published_and_locked(env: Dict[str, str]) -> tuple:
+    """Messages waiting in the broker's default queue, and the lock store's keys under the run's prefix."""
+    broker = redis.Redis.from_url(env["CSL_BROKER_URL"])
+    store = redis.Redis.from_url(env["CSL_LOCK_URL"])
+    try:
+        return (broker.llen(env.get("CSL_BROKER_PREFIX", "") + "celery"),
+                sorted(store.scan_iter(match=env["CSL_TEST_PREFIX"] + "*", count=500)))
+    finally:
+        broker.close()
+        store.close()
 
 
 def _wrong(env: Dict[str, str], settings: Dict[str, object], clash: bool = False) -> Dict[str, str]:
@@ -46,7 +59,9 @@ def _wrong(env: Dict[str, str], settings: Dict[str, object], clash: bool = False
 def test_every_call_of_a_refused_task_raises_the_same_refusal_and_the_debug_page_renders(
         django_env, settings, clash, tasks, message):
     env = dict(_wrong(django_env, settings, clash), DJANGO_SETTINGS_MODULE=WRONG)
+    before = _published_and_locked(django_env)
     calls = json.loads(_manage(env, "refusal", *tasks).stdout.strip().splitlines()[-1])
+    assert _published_and_locked(django_env) == before  # nothing published, no lock taken
 
     assert len(calls) == 3 * len(tasks)
     assert {call["error"] for call in calls} == {"ConfigurationError"}, calls
