@@ -4,7 +4,8 @@ Given the test project's ``LOGGING`` (the library's logger propagates, with no h
 a prefork worker started with ``--logfile`` writes a skipped duplicate's line into that file, in
 Celery's format (with its timestamp), as it writes its own. Under the recipe it replaces
 (``propagate: False`` and a bare ``StreamHandler``) the line went to the stderr the worker had at
-start, and not one reached the file.
+start, and not one reached the file. In the web process the recipe's root handler writes them, with
+a timestamp.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import uuid
 
 import pytest
 
-from tests.integration.test_django import _scenario, django_env  # noqa: F401 - the project's fixture
+from tests.integration.test_django import _manage, _scenario, django_env  # noqa: F401 - the project's fixture
 from tests.support.workers import Worker
 
 
@@ -56,3 +57,12 @@ def test_a_skipped_duplicates_line_is_in_the_workers_log_file(django_env, file_w
     assert re.match(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}: INFO/ForkPoolWorker-\d+\]", lines[0]), lines[0]
     assert seen["holder"] in lines[0]
     assert os.path.getsize(file_worker.logfile) > 0
+
+
+def test_in_the_web_process_the_librarys_lines_reach_the_root_handler_with_a_timestamp(django_env):  # noqa: F811
+    code = ("import logging; log = logging.getLogger('celery_singleton_lock'); "
+            "log.info('singleton lock: a web-process line'); log.debug('singleton lock: not shown')")
+    done = _manage(django_env, "shell", "-c", code)
+    lines = [line for line in done.stderr.splitlines() if "singleton lock:" in line]
+    assert len(lines) == 1 and "a web-process line" in lines[0], done.stderr
+    assert re.match(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}: INFO/MainProcess\]", lines[0]), lines[0]
