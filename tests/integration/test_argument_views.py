@@ -118,12 +118,13 @@ def test_the_worker_frees_the_enqueue_lock_its_message_names(views, proj, start_
     caller_view = task.lock_digest((TAGGED,), {})
     assert caller_view != task.lock_digest((RECEIVED,), {})
     token = _take_enqueue_lock(proj.app, task, caller_view)
-    ran = task.apply_async((TAGGED,), headers={TOKEN_HEADER: token, DIGEST_HEADER: caller_view})
+    # Sent as that publisher's message arrives (by name: apply_async replaces a caller's library headers)
+    ran = proj.app.send_task(task.name, (TAGGED,), headers={TOKEN_HEADER: token, DIGEST_HEADER: caller_view})
     scheduled_value = {"__type__": "date", "__value__": "2023-01-02"}
     scheduled_view = task.lock_digest((scheduled_value,), {})
     scheduled_token = _take_enqueue_lock(proj.app, task, scheduled_view)
-    scheduled = task.apply_async((scheduled_value,), countdown=60,
-                                 headers={TOKEN_HEADER: scheduled_token, DIGEST_HEADER: scheduled_view})
+    scheduled = proj.app.send_task(task.name, (scheduled_value,), countdown=60,
+                                   headers={TOKEN_HEADER: scheduled_token, DIGEST_HEADER: scheduled_view})
     worker = start_worker(app=APP)
 
     assert ran.get(timeout=20) == "datetime"
