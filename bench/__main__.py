@@ -81,9 +81,9 @@ SMOKE = Sizes(micro_cycles=20, micro_rounds=1, micro_server_cycles=40, key_calls
               rate_rounds=1, handover_rounds=1, backlog_count=5, backlog_rounds=1)
 
 SECTIONS = ("micro", "cluster", "keys", "heartbeat", "publish", "e2e", "worker", "storm", "limits", "ratelimit",
-            "handover", "profile", "backlog")
+            "handover", "profile", "backlog", "fairness")
 #: Sections with a block of their own in benchmarks.md: run alone, they replace that block only.
-SPLICED = {"limits", "ratelimit", "handover", "backlog"}
+SPLICED = {"limits", "ratelimit", "handover", "backlog", "fairness"}
 
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
@@ -150,7 +150,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             stack.callback(worker.stop)
             return worker.start()
 
-        from . import backlog, cluster, e2e, handover, heartbeat, limits, micro, profile, worker_path
+        from . import backlog, cluster, e2e, fairness, handover, heartbeat, limits, micro, profile, worker_path
         from .report import write_report
 
         results: Dict[str, object] = {}
@@ -205,6 +205,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if "handover" in only:
             _log("handover: the newest call's latency ...")
             results["handover"] = handover.run_handover(start_worker, events, sizes.handover_rounds, _log)
+        if "fairness" in only:
+            _log("fairness: waiting in line ...")
+            results["fairness"] = fairness.run_fairness(lock, 1 if args.smoke else 3, _log)
         if "profile" in only:
             _log("profile ...")
             results["profile"] = profile.run_profile(lock, sizes.profile_count, log=_log)
@@ -245,6 +248,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             if "backlog" in only:
                 written.append(splice(args.out, backlog.backlog_section(results, command, sizes.backlog_count),
                                       backlog.BEGIN, backlog.END))
+            if "fairness" in only:
+                written.append(splice(args.out, fairness.fairness_section(results, command), fairness.BEGIN,
+                                      fairness.END))
         else:
             written = write_report(results, args.out, args.out, meta, notes)
     for path in written:

@@ -10,6 +10,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from .stats import Series, Summary
 from .profile import lock_share
 from .worker_path import METRICS_ON, metrics_share
+from .fairness import fairness_section
 from .handover import handover_section
 from .backlog import backlog_section
 from .limits_report import limits_section
@@ -491,6 +492,7 @@ def write_report(results: dict, out_dir: str, chart_dir: str, meta: dict, notes:
 
     doc.add(*limits_section(results, meta["command"], []))
     doc.add(*handover_section(results, meta["command"]))
+    doc.add(*fairness_section(results, meta["command"]))
     doc.add(*backlog_section(results, meta["command"], meta.get("backlog_count", 0)))
 
     # -- targets, profile ------------------------------------------------------------------------
