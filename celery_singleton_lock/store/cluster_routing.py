@@ -62,7 +62,7 @@ def healed(client: Any, call: Callable[[], T], key: Optional[str] = None, budget
             logger.debug("singleton lock: cluster call failed, reloading the slot map: %s", error_text(exc))
         sleep(pause)
         pause = min(pause * 2, MAX_PAUSE)
-        _reload(client)
+        _reload(client, key)
 
 
 @contextmanager
@@ -77,12 +77,54 @@ def reloading(client: Any) -> Iterator[None]:
         raise
 
 
-def _reload(client: Any) -> None:
-    """Ask the cluster for its slot map again (a node that does not answer is skipped by redis-py)."""
+def _reload(client: Any, key: Optional[str] = None) -> None:
+    """Ask the cluster for its slot map again (a node that does not answer is skipped by redis-py).
+
+    redis-py takes the map of the first node that answers; a node that has not yet heard of a
+    promotion still names the dead master. So when the map names the same master for ``key``'s
+    slot as before, the slot's replicas are asked too: one that serves the slot now becomes its
+    master in the map, as a ``MOVED`` from it would make it.
+    """
+    before = _primary(client, key)
     try:
         client.nodes_manager.initialize()
     except Exception as exc:  # every known node is down, or the cluster is being reconfigured
         logger.debug("singleton lock: reloading the cluster's slot map failed: %s", error_text(exc))
+    after = _primary(client, key)
+    if before is not None and after is not None and after.name == before.name:
+        _follow_promoted_replica(client, client.keyslot(key))
+
+
+def _primary(client: Any, key: Optional[str]) -> Any:
+    if key is None:
+        return None
+    try:
+        nodes = client.nodes_manager.slots_cache.get(client.keyslot(key))
+    except Exception:  # a map being rebuilt
+        return None
+    return nodes[0] if nodes else None
+
+
+def _follow_promoted_replica(client: Any, slot: int) -> None:
+    """Make the slot's replica that serves it now (it names itself for the slot) its master in the map."""
+    nodes = list(client.nodes_manager.slots_cache.get(slot) or [])
+    for node in nodes[1:]:
+        try:
+            ranges = client.get_redis_connection(node).execute_command("CLUSTER", "SLOTS")
+        except Exception:  # that replica is down too
+            continue
+        for first, last, primary, *_ in ranges:
+            host = primary[0].decode() if isinstance(primary[0], bytes) else str(primary[0])
+            if int(first) <= slot <= int(last) and int(primary[1]) == node.port and host in ("", node.host):
+                client.nodes_manager.move_slot(_Moved(node.host, node.port, slot))
+                return
+
+
+class _Moved:
+    """What redis-py's ``move_slot`` reads of a ``MOVED`` reply: where the slot is served now."""
+
+    def __init__(self, host: str, port: int, slot_id: int) -> None:
+        self.host, self.port, self.slot_id = host, port, slot_id
 
 
 def _unserved(client: Any, key: Optional[str], budget: float, exc: BaseException) -> str:

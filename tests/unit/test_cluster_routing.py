@@ -71,3 +71,44 @@ def test_a_wrong_password_is_not_asked_again():
     with pytest.raises(redis.exceptions.AuthenticationError):
         healed(client, call, "k", clock=clock, sleep=clock.sleep)
     assert len(calls) == 1 and client.reloads == 0
+
+
+class Node:
+    def __init__(self, port: int) -> None:
+        self.host, self.port, self.name = "127.0.0.1", port, f"127.0.0.1:{port}"
+
+
+class StaleCluster(FakeCluster):
+    """Every node it asks still names the dead master; the slot's replica serves the slot itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dead, self.replica = Node(7001), Node(7004)
+        self.slots_cache = {866: [self.dead, self.replica]}
+        self.moved = []
+
+    def move_slot(self, e) -> None:
+        self.moved.append((e.host, e.port, e.slot_id))
+        self.slots_cache[e.slot_id] = [self.replica, self.dead]
+
+    def get_redis_connection(self, node):
+        answer = [[0, 5460, [b"127.0.0.1", node.port, b"id"]]] if node is self.replica else None
+
+        class Connection:
+            def execute_command(self, *args):
+                if answer is None:
+                    raise redis.exceptions.ConnectionError("Connection refused")
+                return answer
+        return Connection()
+
+
+def test_a_map_that_still_names_the_dead_master_follows_the_replica_that_serves_the_slot_now():
+    client, clock = StaleCluster(), Clock()
+
+    def call() -> str:
+        if client.slots_cache[866][0] is client.dead:
+            raise redis.exceptions.ConnectionError("Connection refused")
+        return "ok"
+
+    assert healed(client, call, "k", clock=clock, sleep=clock.sleep) == "ok"
+    assert client.moved == [("127.0.0.1", 7004, 866)]
