@@ -120,6 +120,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .faults.runner import main as faults
 
         return faults(argv[1:])
+    if argv[:1] == ["failover"]:
+        sys.path.insert(0, _ROOT)
+        from .failover import main as failover
+
+        return failover(argv[1:])
     if argv[:1] == ["web"]:
         sys.path.insert(0, _ROOT)
         from .web import main as web
