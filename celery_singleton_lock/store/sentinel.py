@@ -10,8 +10,8 @@ granting there locks the new master never sees. Here instead:
   one with the newest configuration epoch: the sentinel that led the failover names the new
   master first. It is asked by every grant whose last answer is older than :data:`~.sentinel_watch.FRESH_S`,
   by the renewal thread once a second (:meth:`FollowsMaster.epoch`, which the heartbeat polls
-  while locks are held), and after every store error. When the answer changes, every
-  connection of the store is closed, so the next call of each kind connects to the new master.
+  while locks are held), and after every store error. When the answer changes, each
+  connection of the store is closed before its next command and opened to the new master.
 - A holder whose lock reached the new master renews it there at once (the changed epoch makes
   the heartbeat renew every lease), and keeps it; one whose lock did not reach it is told
   (its renewal finds the token gone: flag, ``LockLostError``, ``lock_lost``, an ERROR line).
@@ -58,9 +58,10 @@ class FollowsMaster:
         watch.on_switch(self._disconnect)
 
     def _disconnect(self) -> None:
-        """Close every connection to the old master: each call after this connects to the new one."""
+        """Close the idle connections to the old master; one in use is closed by its own thread before
+        its next command (:class:`~.sentinel_watch.FollowingConnection`)."""
         for client in {id(self.client): self.client, id(self.grants): self.grants}.values():
-            client.connection_pool.disconnect()
+            client.connection_pool.disconnect(inuse_connections=False)
 
     def _granting(self) -> None:
         address = self.watch.master()

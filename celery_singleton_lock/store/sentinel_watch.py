@@ -146,13 +146,22 @@ def text(value: Any) -> str:
 
 
 class FollowingConnection(SentinelManagedConnection):
-    """Sentinel's connection, which connects to the master named *now* every time it connects:
-    redis-py's connects a dropped connection again to the address it had."""
+    """Sentinel's connection, which sends each command to the master named *now*: one still open
+    to another server is closed (by the thread that uses it) and opened again to the named one,
+    where redis-py's goes on talking to the server it connected to, and connects a dropped
+    connection again to the address it had."""
 
     def _connect(self) -> Any:
         if self.connection_pool.is_master:
             self.host, self.port = self.connection_pool.get_master_address()
         return super()._connect()
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if self._sock is not None and self.connection_pool.is_master:
+            named = self.connection_pool.sentinel_manager.watch.address
+            if named is not None and (self.host, self.port) != named:
+                self.disconnect()
+        super().send_packed_command(command, check_health)
 
 
 class FollowingSSLConnection(FollowingConnection, SentinelManagedSSLConnection):

@@ -69,8 +69,9 @@ def _lock_keys(port: int) -> List[str]:
         client.close()
 
 
-def _settle(trio: SentinelTrio, old: Any) -> None:
-    trio.demote(old)
+def _settled(trio: SentinelTrio) -> None:
+    """Before a failover: an earlier one's old master demoted now, and seen as a replica by every sentinel."""
+    trio.demote()
     trio.wait_settled()
 
 
@@ -129,6 +130,7 @@ def test_with_replica_ack_the_old_master_refuses_once_a_replica_left_it(trio, ki
 def test_a_holder_whose_lock_reached_the_new_master_keeps_it(trio, proj, test_env, events_redis):
     import tests.integration.proj_failover as failover_proj
 
+    _settled(trio)
     events_redis.delete("failover", "failover-started")
     worker = _worker(test_env, trio, ack=True)
     old = trio.master
@@ -148,13 +150,13 @@ def test_a_holder_whose_lock_reached_the_new_master_keeps_it(trio, proj, test_en
         assert record["told"] is None
     finally:
         worker.stop()
-        _settle(trio, old)
 
 
 def test_a_holder_whose_lock_missed_the_new_master_is_told_before_anyone_is_granted_it(trio, proj, test_env,
                                                                                        events_redis):
     import tests.integration.proj_failover as failover_proj
 
+    _settled(trio)
     events_redis.delete("failover", "failover-started")
     worker = _worker(test_env, trio, ack=False)
     old = trio.master
@@ -182,7 +184,6 @@ def test_a_holder_whose_lock_missed_the_new_master_is_told_before_anyone_is_gran
     finally:
         newcomer.close()
         worker.stop()
-        _settle(trio, old)
 
 
 def _promoted_without(trio: SentinelTrio, key: str) -> Tuple[Any, float]:
