@@ -5,7 +5,8 @@ a lock's slot is killed (``kill -9``) and its replica takes over (``CLUSTER FAIL
 TAKEOVER``, as the cluster would after its node timeout), then a hold asked while no master
 served the slot is granted once the replica serves it, and every client, each with the slot
 map it had before, is granted holds on that slot within about a second of the promotion; a
-block waiting on that slot through it is granted as the holder gives its place back.
+block waiting on that slot through it is granted as the holder gives its place back; a task
+published to a real worker while no master served its slot runs once the replica serves it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from celery import Celery
 
 from celery_singleton_lock import SharedLock
 from celery_singleton_lock.runtime import runtime_for
-from celery_singleton_lock.store import Grant, new_token
+from celery_singleton_lock.store import Grant, KeyLayout, new_token
 from celery_singleton_lock.store.connect import open_store
-from tests.integration.topo import HOLDER
+from tests.integration.helpers import records
+from tests.integration.topo import HOLDER, app_on, worker_env, workers
+from tests.support.suite_redis import lock_prefix
 from tests.support.servers import RedisServer
 from tests.support.topologies import LocalCluster
 from tests.support.waits import wait_for
@@ -142,3 +145,45 @@ def test_a_block_waiting_through_the_kill_is_granted_when_the_holder_gives_back_
     finally:
         runtime_for(holding).close()
         runtime_for(waiting).close()
+
+
+def _slot_with_replica(cluster: LocalCluster, keyslot, key_of):
+    """A value whose key's slot is served by a master that still has its replica: (value, key, master, replica)."""
+    for value in range(200):
+        key = key_of(value)
+        owner = cluster.owner(keyslot(key))
+        replica = cluster.replicas[cluster.masters.index(owner)] if owner in cluster.masters else None
+        if replica is not None and replica.process is not None and not promoted(cluster, replica):
+            return value, key, owner, replica
+    pytest.fail("no slot with a live replica")
+
+
+def test_a_task_published_while_its_slots_master_is_dead_runs_once_the_replica_serves_it(cluster, test_env,
+                                                                                          events_redis):
+    import tests.integration.proj as proj
+
+    events_redis.delete("intervals", "started")
+    layout = KeyLayout(lock_prefix())
+    probe = open_store(cluster.url, {})
+    try:
+        value, _, owner, replica = _slot_with_replica(
+            cluster, probe.client.keyslot, lambda v: layout.lock(proj.storm.name, proj.storm.lock_digest((f"t{v}",), {})))
+    finally:
+        probe.close()
+    with workers(test_env, worker_env(cluster.url), "failover-cluster", count=1, concurrency=2), \
+            app_on(proj, cluster.url):
+        # Given a worker whose pool processes took that slot's locks before
+        for result in [proj.storm.apply_async((f"t{value}",), {"duration": 0.05}, queue="failover-cluster")
+                       for _ in range(4)]:
+            result.get(timeout=30)
+        # When the slot's master is killed, a task of that key is published, and the replica takes over
+        kill(owner)
+        late = proj.storm.apply_async((f"t{value}",), {"duration": 0.05}, queue="failover-cluster")
+        time.sleep(0.5)
+        cluster.node(replica).execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+        wait_for(lambda: promoted(cluster, replica), 5, interval=0.01, what="the replica promoted")
+        at = time.time()
+        # then it runs as soon as the slot is served again (its acquire kept asking), not at a retry
+        assert late.get(timeout=30)["key"] == f"t{value}"
+    started = [e["start"] for e in records(events_redis, "started") if e["id"] == late.id]
+    assert started and started[0] - at < 1.5, (started, at)
