@@ -36,6 +36,9 @@ WINDOW_S = 3.0
 
 Address = Tuple[str, int]
 
+#: Seconds a sentinel that did not answer is not asked again (while another one answers).
+QUIET_S = 5.0
+
 #: The age given to a master that no failover made: older than any wait.
 NEVER_PROMOTED_MS = 1 << 40
 
@@ -61,6 +64,7 @@ class MasterWatch:
         self._min_other = min_other_sentinels
         self._clock = clock
         self._lock = threading.Lock()
+        self._quiet_until = [float("-inf")] * len(self._sentinels)
         self._switched: List[Callable[[], None]] = []
         self.address: Optional[Address] = None
         self.asked_at = float("-inf")
@@ -84,11 +88,17 @@ class MasterWatch:
         now = self._clock()
         best: Optional[Tuple[int, Address, Optional[int], FrozenSet[Address]]] = None
         problems: List[str] = []
-        for sentinel in self._sentinels:
+        # A sentinel that did not answer is left out for a while (unless none answers): one cut off
+        # by a firewall would hold every grant up for its connect timeout.
+        answering = [i for i in range(len(self._sentinels)) if self._quiet_until[i] <= now]
+        for index in answering or range(len(self._sentinels)):
+            sentinel = self._sentinels[index]
             try:
                 seen = self._ask_one(sentinel)
             except STORE_ERRORS as exc:
-                problems.append(f"{sentinel.connection_pool.connection_kwargs.get('port')}: {exc}")
+                where = getattr(getattr(sentinel, "connection_pool", None), "connection_kwargs", {})
+                problems.append(f"sentinel {where.get('host', '?')}:{where.get('port', index + 1)}: {exc}")
+                self._quiet_until[index] = self._clock() + QUIET_S
                 continue
             if seen is not None and (best is None or seen[0] > best[0]):
                 best = seen

@@ -6,7 +6,9 @@ from typing import Any, Dict, List
 
 import pytest
 
-from celery_singleton_lock.store.sentinel_watch import WINDOW_S, MasterWatch
+import redis
+
+from celery_singleton_lock.store.sentinel_watch import QUIET_S, WINDOW_S, MasterWatch
 
 
 class _Answers:
@@ -49,13 +51,13 @@ class _Clock:
 def test_the_newest_configuration_is_followed_and_a_switch_is_told():
     switched: List[str] = []
     clock = _Clock()
-    # Given one sentinel that led a failover (epoch 2, naming 6381) and two that still name 6380
-    sentinels = [_Sentinel(6380, 6380, 1), _Sentinel(6381, 6381, 2, age_ms=0), _Sentinel(6380, 6380, 1)]
-    watch = MasterWatch(sentinels[:1], "m", clock=clock)
+    sentinels = [_Sentinel(6380, 6380, 1), _Sentinel(6380, 6380, 1), _Sentinel(6380, 6380, 1)]
+    watch = MasterWatch(sentinels, "m", clock=clock)
     watch.on_switch(lambda: switched.append("x"))
     assert watch.ask() == ("127.0.0.1", 6380) and watch.wait_ms() == 0
+    # Given one sentinel that led a failover (epoch 2, naming 6381) and two that still name 6380
+    sentinels[1].answer = _Sentinel(6381, 6381, 2, age_ms=0).answer
     # When every sentinel is asked
-    watch._sentinels = sentinels
     clock.now += 1
     # Then the leader's answer wins, the switch is told, and the new master may not grant yet
     assert watch.ask() == ("127.0.0.1", 6381)
@@ -83,3 +85,23 @@ def test_a_master_no_failover_made_grants_at_once_and_a_fresh_answer_is_reused()
     assert watch.master() == ("127.0.0.1", 6380)  # asked less than FRESH_S ago
     clock.now += 1
     assert watch.master() == ("127.0.0.1", 6399)
+
+
+class _Silent(_Sentinel):
+    asked = 0
+
+    def pipeline(self, transaction: bool = False) -> _Answers:
+        self.asked += 1
+        raise redis.ConnectionError("timed out")
+
+
+def test_a_sentinel_that_does_not_answer_is_left_out_for_a_while():
+    clock = _Clock()
+    silent = _Silent(6380, 6380, 1)
+    watch = MasterWatch([silent, _Sentinel(6380, 6380, 1)], "m", clock=clock)
+    assert watch.ask() == ("127.0.0.1", 6380) and silent.asked == 1
+    clock.now += 1
+    assert watch.ask() == ("127.0.0.1", 6380) and silent.asked == 1
+    clock.now += QUIET_S
+    watch.ask()
+    assert silent.asked == 2
