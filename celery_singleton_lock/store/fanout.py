@@ -71,7 +71,7 @@ class FanOut:
                 self._executor_pid = os.getpid()
                 self._in_flight = [0] * len(self.nodes)
                 self._busy_since = [None] * len(self.nodes)
-                self._stopping.clear()
+                self._stopping = threading.Event()  # this generation's: a closed one's undos stay stopped
             return self._executors
 
     def _run(self, index: int, call: Callable[[RedisBackend], Any]) -> Any:

@@ -183,6 +183,7 @@ class QuorumBackend(QuorumFencing, FanOut):
         """
         reached = [i for i in range(len(self.nodes)) if not self._refused_or_unsent(results.get(i))]
         answered = [i for i in reached if i in results and not isinstance(results[i], Failed)]
+        self._queues()  # the undos stop with the queues they run on (see close)
         undo = undo_call(key, token, state, time.monotonic() + ttl_ms / 1000.0, self._stopping)
         self._fan_out(undo, indices=reached, decided=lambda r: all(i in r for i in answered), queue_behind=True)
 
