@@ -73,6 +73,8 @@ class FollowsMaster:
         """``call()``, asked once more on the new master when it failed because the master changed."""
         try:
             return call()
+        except PromotionWait:
+            raise  # the sentinels were asked a moment ago: this is their answer
         except STORE_ERRORS:
             before = self.watch.address
             after: Optional[Address]
