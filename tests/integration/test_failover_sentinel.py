@@ -139,15 +139,21 @@ def test_a_holder_whose_lock_reached_the_new_master_keeps_it(trio, proj, test_en
             result = failover_proj.held.apply_async(("kept",), {"duration": 11.0}, queue=QUEUE)
         wait_for(lambda: _records(events_redis, "failover-started"), 30, what="the holder to start")
         held_keys = wait_for(lambda: _lock_keys(old.port), 10, what="the lock on the master")
-        # When the sentinels fail over while it runs
+        # When the sentinels fail over while it runs, and other calls come in while the new master is young
         new, promoted = trio.failover()
+        with app_on(proj, trio.url, _options(trio, ack=True)):
+            others = [failover_proj.held.apply_async((f"other-{i}",), {"duration": 0.2}, queue=QUEUE)
+                      for i in range(3)]
         # Then past the ttl (6 s) after the promotion, the new master still holds the lock for it
         time.sleep(max(0.0, promoted + 7.0 - time.monotonic()))
         assert _lock_keys(new.port) == held_keys
         # and the holder ran to its end without being told it lost the lock
         assert result.get(timeout=30) is True
-        (record,) = _records(events_redis, "failover")
-        assert record["told"] is None
+        # and the other calls waited for the new master to grant, and ran (none was lost or failed)
+        assert [other.get(timeout=30) for other in others] == [True, True, True]
+        records = {r["key"]: r for r in _records(events_redis, "failover")}
+        assert records["kept"]["told"] is None
+        assert set(records) == {"kept", "other-0", "other-1", "other-2"}
     finally:
         worker.stop()
 
