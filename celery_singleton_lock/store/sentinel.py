@@ -1,25 +1,26 @@
 """Sentinel: every call goes to the master the sentinels name now, and a new master grants nothing at first.
 
 A failover promotes a replica while the old master keeps answering as a master (the
-sentinels demote it only some ten seconds later). redis-py's Sentinel client asks the
-sentinels only when it opens a connection, so a worker's kept connections would go on
-renewing on the old master while the lock's copy on the new one runs out, and go on
-granting there locks the new master never sees. Here instead:
+sentinels demote it only at a later look of theirs: docs/guarantees.md has the measure).
+redis-py's Sentinel client asks the sentinels only when it opens a connection, so a
+worker's kept connections would go on renewing on the old master while the lock's copy on
+the new one runs out, and go on granting there locks the new master never sees. Here instead:
 
-- :class:`~.sentinel_watch.MasterWatch` asks *every* sentinel (one pipelined round trip each) and follows the
-  one with the newest configuration epoch: the sentinel that led the failover names the new
-  master first. It is asked by every grant whose last answer is older than :data:`~.sentinel_watch.FRESH_S`,
-  by the renewal thread once a second (:meth:`FollowsMaster.epoch`, which the heartbeat polls
-  while locks are held), and after every store error. When the answer changes, each
-  connection of the store is closed before its next command and opened to the new master.
+- :class:`~.sentinel_watch.MasterWatch` asks *every* sentinel (one pipelined round trip
+  each) and follows the one with the newest configuration epoch: the sentinel that led the
+  failover names the new master first. It is asked by every grant whose last answer is
+  older than :data:`~.sentinel_watch.FRESH_S`, by the renewal thread at each of its looks
+  for a restarted store (:meth:`FollowsMaster.epoch`, which the heartbeat polls while locks
+  are held), and after every store error. When the answer changes, each connection of the
+  store is closed before its next command and opened to the new master.
 - A holder whose lock reached the new master renews it there at once (the changed epoch makes
   the heartbeat renew every lease), and keeps it; one whose lock did not reach it is told
   (its renewal finds the token gone: flag, ``LockLostError``, ``lock_lost``, an ERROR line).
-- A master the sentinels took less than :data:`~.sentinel_watch.WINDOW_S` ago grants nothing yet
-  (:class:`~.sentinel_watch.PromotionWait`, waited out as a young server's :class:`~.start_gate.RestartWait`):
-  by then every live holder has asked the sentinels and renewed on it or been told. The age
-  is the sentinels' own (``role-reported-time``), so a process that starts after the failover
-  waits as one that saw it.
+- A master the sentinels took less than :data:`~.sentinel_watch.WINDOW_S` ago grants nothing
+  yet (:class:`~.sentinel_watch.PromotionWait`, waited out as a young server's
+  :class:`~.start_gate.RestartWait`): by then every live holder has asked the sentinels and
+  renewed on it or been told. The age is the sentinels' own (``role-reported-time``), so a
+  process that starts after the failover waits as one that saw it.
 - With ``replica_ack``, a grant also asks the master which replicas follow it (``ROLE``, in
   the same round trip as the grant and its ``WAIT``) and is refused when one that the
   sentinels count as a healthy replica does not: a replica promoted a moment ago, before any
@@ -27,9 +28,9 @@ granting there locks the new master never sees. Here instead:
   left behind (they are about to follow the new master and drop what it never had).
 
 What no client can close: between the promotion and the moment the first sentinel notices
-it (its next look, within a second), the old master still grants without ``replica_ack``,
-and those locks are not on the new master. Their holders are told before the new master
-grants anything. ``docs/guarantees.md`` gives the measured figures.
+it (at its next look), the old master still grants without ``replica_ack``, and those locks
+are not on the new master. Their holders are told before the new master grants anything.
+``docs/guarantees.md`` gives the measured figures.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class FollowsMaster:
 
     def epoch(self) -> Optional[str]:
         """The named master's address and run id: asked of the sentinels at every look (the renewal
-        thread looks every second while locks are held), so a failover renews every lease at once."""
+        thread looks at each restart check while locks are held), so a failover renews every lease at once."""
         host, port = self.watch.ask()
         run_id = self._riding(lambda: super(FollowsMaster, self).epoch())  # type: ignore[misc]
         return f"{host}:{port} {run_id}"

@@ -30,8 +30,9 @@ __all__ = ["MasterWatch", "FollowingSentinel", "FollowingConnection", "Promotion
 
 #: A grant asks the sentinels again when their last answer is older than this (seconds).
 FRESH_S = 0.25
-#: Seconds after the sentinels took a new master before it grants: a holder asks them every
-#: second and renews at once on a change, so by then each live holder has renewed or been told.
+#: Seconds after the sentinels took a new master before it grants: a holder asks them at each of
+#: its renewal thread's restart checks and renews at once on a change, so by then each live holder
+#: has renewed there or been told (the same wait as a restarted server's, :mod:`.start_gate`).
 WINDOW_S = 3.0
 
 Address = Tuple[str, int]
