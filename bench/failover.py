@@ -66,7 +66,7 @@ class Run:
     failed: List[str]
 
 
-def _holder(url: Any, prefix: str, stop_at: Any, ready: Any, out: Any) -> None:
+def _holder(url: Any, prefix: str, stop_at: Any, ready: Any, out: Any, block: float = BLOCK) -> None:
     """One holder process: blocks on the key until ``stop_at`` (a shared value the parent sets once
     the fault has healed; 0 until then), each reported with when it was told."""
     import logging
@@ -92,7 +92,7 @@ def _holder(url: Any, prefix: str, stop_at: Any, ready: Any, out: Any) -> None:
         try:
             with lock.hold(KEY) as held:
                 start = time.time()
-                time.sleep(BLOCK)
+                time.sleep(block)
                 end = time.time()
             blocks.append((held.token, start, end))
             if len(blocks) == 1:
@@ -112,6 +112,8 @@ class Scenario:
 
     name = ""
     what = ""
+    #: How long each block holds the key (seconds).
+    block = BLOCK
 
     def start(self) -> Any:
         raise NotImplementedError
@@ -202,14 +204,17 @@ class ClusterFailover(_Cluster):
 class QuorumPause(Scenario):
     what = ""
 
-    def __init__(self, paused: int) -> None:
+    def __init__(self, paused: int, seconds: float = 2.0) -> None:
         from tests.support.topologies import Masters
 
-        self.paused = paused
-        self.name = f"quorum-pause-{paused}"
-        self.what = (f"quorum of 3 masters: {paused} of them `SIGSTOP`ed for 2 s (below the ttl of 3 s), "
-                     "then `SIGCONT`")
+        self.paused, self.seconds = paused, seconds
+        self.name = f"quorum-pause-{paused}" + ("-long" if seconds > TTL else "")
+        self.what = (f"quorum of 3 masters: {paused} of them `SIGSTOP`ed for {seconds:g} s "
+                     f"({'above' if seconds > TTL else 'below'} the ttl of {TTL:g} s), then `SIGCONT`")
         self.masters = Masters(3)
+        if seconds > TTL:  # blocks that hold through the pause: their holders are told they lost the lock
+            self.block = seconds + 1.0
+            self.what += f", blocks of {self.block:g} s"
 
     def start(self) -> None:
         self.masters.start()
@@ -222,7 +227,7 @@ class QuorumPause(Scenario):
         at = time.time()
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
-        time.sleep(2.0)
+        time.sleep(self.seconds)
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
         return at, time.time()
@@ -239,6 +244,7 @@ SCENARIOS: Dict[str, Callable[[], Scenario]] = {
     "cluster-failover": ClusterFailover,
     "quorum-pause-1": lambda: QuorumPause(1),
     "quorum-pause-2": lambda: QuorumPause(2),
+    "quorum-pause-2-long": lambda: QuorumPause(2, 4.5),
 }
 
 
@@ -253,12 +259,12 @@ def run_one(make: Callable[[], Scenario]) -> Run:
         out = context.Queue()
         stop_at = context.Value("d", 0.0)  # when the holders stop: set once the fault has healed
         ready = context.Value("i", 0)  # holders that held the key once
-        procs = [context.Process(target=_holder, args=(scenario.url(), prefix, stop_at, ready, out))
+        procs = [context.Process(target=_holder, args=(scenario.url(), prefix, stop_at, ready, out, scenario.block))
                  for _ in range(HOLDERS)]
         for proc in procs:
             proc.start()
         deadline = time.time() + 120.0
-        while ready.value < HOLDERS and time.time() < deadline:
+        while ready.value < (HOLDERS if scenario.block == BLOCK else 1) and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(STEADY)  # every holder in the line: steady state
         fault_at, heal_at = scenario.fault()
