@@ -256,7 +256,7 @@ class Renewer:
         started = self._clock()
         for lease in [lease for lease in batch if lease.ran_out(started)]:
             # Past its TTL: another holder may have it now. Never renewed again.
-            self._lose(lease, _ran_out_reason(lease))
+            self._lose(lease, lease.ran_out_reason())
             batch.remove(lease)
         if not batch:
             return
@@ -270,7 +270,7 @@ class Renewer:
             for lease in batch:
                 lease.unreached = error_text(exc)
                 if lease.ran_out(retry_at):
-                    self._lose(lease, _ran_out_reason(lease))
+                    self._lose(lease, lease.ran_out_reason())
                 else:
                     lease.next_due = retry_at + min(lease.heartbeat / 2, 1.0)
             return
@@ -293,10 +293,3 @@ class Renewer:
                 self._on_lost(lease, reason)
             except Exception:
                 logger.exception("singleton-lock heartbeat: lost-lock callback failed")
-
-
-def _ran_out_reason(lease: Lease) -> str:
-    """Why a lease ran out: the store did not answer its renewals, or the process ran too late to send one."""
-    if lease.unreached is not None:
-        return f"its TTL ran out while the lock store could not be reached to renew it (last error: {lease.unreached})"
-    return "its TTL ran out before it could be renewed (the process was paused or starved)"

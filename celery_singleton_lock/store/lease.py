@@ -58,6 +58,13 @@ class Lease:
         the moment it runs again, before the heartbeat's next renewal says so."""
         return not self.released and now - self.confirmed_at >= self.ttl
 
+    def ran_out_reason(self) -> str:
+        """Why it ran out: the store did not answer its renewals, or the process ran too late to send one."""
+        if self.unreached is not None:
+            return (f"its TTL ran out while the lock store could not be reached to renew it "
+                    f"(last error: {self.unreached})")
+        return "its TTL ran out before it could be renewed (the process was paused or starved)"
+
     @property
     def ttl_ms(self) -> int:
         return int(self.ttl * 1000)

@@ -45,12 +45,12 @@ import redis
 
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .redis_backend import RedisBackend
-from .errors import error_text, permanent_problem
+from .errors import error_text
 from .generations import GenerationStore
 from .fanout import Failed, FanOut, Results, column_counts, most_seen
 from .quorum_events import QuorumReleaseEvents, subscribed
 from .quorum_fence import QuorumFencing
-from .quorum_undo import undo_call
+from .quorum_undo import may_hold, undo_call
 from .places import Limit, refuse_limit
 
 __all__ = ["QuorumBackend", "QuorumUnavailable"]
@@ -175,23 +175,13 @@ class QuorumBackend(QuorumFencing, FanOut):
         return NOT_OURS  # adopt: the enqueue lock is not ours on a majority
 
     def _undo(self, key: str, token: str, results: Results, ttl_ms: int, state: str) -> None:
-        """Undo a failed acquire on every master it may have reached (:mod:`.quorum_undo`).
-
-        Each master's release is queued behind its acquire, so it runs after it even
-        when that acquire is late, and is tried again until answered or until the ttl
-        has passed; only the answers of the masters that answered the acquire are awaited.
-        """
-        reached = [i for i in range(len(self.nodes)) if not self._refused_or_unsent(results.get(i))]
+        """Undo a failed acquire on every master it may have reached (:mod:`.quorum_undo`), queued
+        behind the acquire; only the masters that answered the acquire are waited for."""
+        reached = [i for i in range(len(self.nodes)) if may_hold(results.get(i))]
         answered = [i for i in reached if i in results and not isinstance(results[i], Failed)]
         self._queues()  # the undos stop with the queues they run on (see close)
         undo = undo_call(key, token, state, time.monotonic() + ttl_ms / 1000.0, self._stopping)
         self._fan_out(undo, indices=reached, decided=lambda r: all(i in r for i in answered), queue_behind=True)
-
-    @staticmethod
-    def _refused_or_unsent(result: Any) -> bool:
-        """The master cannot hold the attempt's token: it was never sent there, or it was refused as
-        misconfigured (a master that answered a conflict is released all the same: cheap and sure)."""
-        return isinstance(result, Failed) and (not result.sent or permanent_problem(result.error) is not None)
 
     # -- release and renew -----------------------------------------------------------------------
     def _tally(self, results: Results, confirmations: Sequence[int]) -> List[Optional[bool]]:

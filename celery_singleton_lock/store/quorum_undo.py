@@ -22,8 +22,9 @@ import time
 from typing import Any, Callable, Optional
 
 from .errors import STORE_ERRORS, permanent_problem
+from .fanout import Failed
 
-__all__ = ["undo_call", "RETRY_DELAY"]
+__all__ = ["undo_call", "may_hold", "RETRY_DELAY"]
 
 #: Pause between two tries of an unanswered release (the master is down or paused meanwhile).
 RETRY_DELAY = 0.1
@@ -46,3 +47,10 @@ def undo_call(key: str, token: str, state: str, deadline: float,
             if time.monotonic() >= deadline or stopping.wait(RETRY_DELAY):
                 return None
     return undo
+
+
+def may_hold(result: Any) -> bool:
+    """Whether a master may hold the failed attempt's token: not when the acquire was never sent
+    there, or was refused as misconfigured (a master that answered a conflict is released all the
+    same: cheap and sure)."""
+    return not (isinstance(result, Failed) and (not result.sent or permanent_problem(result.error) is not None))
