@@ -74,7 +74,7 @@ def test_a_task_name_with_a_brace_where_the_hash_tag_starts_works_on_the_cluster
     store.client.delete(keys.fence, keys.done)
 
 
-def test_one_hot_tasks_locks_spread_over_many_slots_and_masters(cluster, store):
+def test_one_hot_tasks_locks_spread_over_many_slots_and_masters(cluster, store, test_env):  # proj reads test_env
     # Given one task called with many different arguments, through workers' own key derivation
     import tests.integration.proj as proj
 
