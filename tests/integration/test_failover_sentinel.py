@@ -27,7 +27,7 @@ from celery_singleton_lock.store.connect import open_store
 from celery_singleton_lock.store.places import Limit, limited
 from celery_singleton_lock.store.replicas import ReplicaAckError
 from tests.integration.topo import HOLDER, app_on, worker_env
-from tests.support.sentinel_trio import SentinelTrio
+from tests.support.sentinel_trio import SentinelTrio, acknowledged
 from tests.support.suite_redis import lock_prefix
 from tests.support.waits import wait_for
 from tests.support.workers import Worker
@@ -124,7 +124,8 @@ def test_with_replica_ack_the_old_master_refuses_once_a_replica_left_it(trio, ki
         client.replicaof("127.0.0.1", old.port)
         client.close()
         store.close()
-    wait_for(lambda: trio.ready(linked=2), 30, interval=0.1, what="the replica to follow the master again")
+    wait_for(lambda: acknowledged(old.port, 2), 30, interval=0.1, what="the replica to follow the master again")
+    wait_for(lambda: trio.ready(linked=2), 30, interval=0.1, what="the sentinels to see it")
 
 
 def test_a_holder_whose_lock_reached_the_new_master_keeps_it(trio, proj, test_env, events_redis):

@@ -20,7 +20,7 @@ import redis
 from tests.support.servers import RedisServer, free_port, reachable, redis_server_binary
 from tests.support.waits import wait_for
 
-__all__ = ["SentinelTrio"]
+__all__ = ["SentinelTrio", "acknowledged"]
 
 #: No 5 s wait before a diskless full sync; a short ping period so a dead link is noticed.
 _REPLICATION_ARGS = ["--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1"]
@@ -51,7 +51,7 @@ class SentinelTrio:
         for _ in range(2):
             self.servers.append(RedisServer(extra_args=["--replicaof", "127.0.0.1", str(master.port),
                                                         *_REPLICATION_ARGS]).start(settle=False))
-        wait_for(lambda: _acknowledged(master.port, 2), timeout, interval=0.05, what="both replicas to acknowledge")
+        wait_for(lambda: acknowledged(master.port, 2), timeout, interval=0.05, what="both replicas to acknowledge")
         for index, port in enumerate(self.sentinel_ports):
             config = os.path.join(self._dir, f"sentinel-{index}.conf")
             with open(config, "w") as handle:
@@ -185,7 +185,7 @@ class SentinelTrio:
         def settled() -> bool:
             master = self.master  # asked each time: a loaded machine may make the sentinels fail over again
             return (all(_role(s.port) == "slave" for s in self.servers if s is not master)
-                    and _acknowledged(master.port, 2))
+                    and acknowledged(master.port, 2))
 
         try:
             wait_for(settled, timeout, interval=0.1, what="the old master to be demoted and both replicas to follow")
@@ -220,7 +220,8 @@ def _role(port: int) -> str:
         client.close()
 
 
-def _acknowledged(port: int, replicas: int) -> bool:
+def acknowledged(port: int, replicas: int) -> bool:
+    """Whether a write on the server at ``port`` is acknowledged by ``replicas`` replicas within 200 ms."""
     client = _client(port)
     try:
         client.set("csl-probe", 1)
