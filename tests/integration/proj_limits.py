@@ -77,20 +77,11 @@ def ticked(self, duration=0.0):
     _limited_body(self, "tick", duration)
 
 
-@app.task(shared=False, base=LockedTask, bind=True, lock_scope="queued_or_running", lock_window=0.9 * 60)
-def ticked_cron(self, duration=0.0):
-    _limited_body(self, "cron", duration)
-
-
 if os.environ.get("CSL_TICK_DURATION") is not None:
     app.conf.beat_schedule = {
         "tick": {"task": "tests.integration.proj_limits.ticked", "schedule": PERIOD,
                  "kwargs": {"duration": float(os.environ["CSL_TICK_DURATION"])}},
     }
-if os.environ.get("CSL_CRON_TICKS"):
-    from celery.schedules import crontab
-
-    app.conf.beat_schedule = {"tick": {"task": "tests.integration.proj_limits.ticked_cron", "schedule": crontab()}}
 
 
 @app.task(shared=False, base=LockedTask, bind=True, lock_key=("key",), on_locked="raise", lock_ttl=30,

@@ -257,24 +257,3 @@ def _store_older_than(lock_redis, window: float) -> None:
     """Wait until the lock store is older than ``window``: a younger one grants no place of a key with that
     window (it cannot tell a fresh start from a restart that lost the places of the window before)."""
     wait_older_than(lock_redis, window)
-
-
-def test_two_beats_with_a_crontab_schedule_run_the_job_once_per_minute(limits_proj, start_worker, events_redis,
-                                                                       lock_redis):
-    _store_older_than(lock_redis, 0.9 * 60)
-    # Given two beat processes with the same every-minute crontab schedule, the second started
-    # 0.7 s after the first, publishing the recipe's job (a window of 0.9 minutes)
-    start_worker(concurrency=2, app=APP)
-    first = start_worker.beat(env={"CSL_CRON_TICKS": "1"}, app=APP)
-    time.sleep(0.7)  # the offset under test, not a wait for anything
-    second = start_worker.beat(env={"CSL_CRON_TICKS": "1"}, app=APP)
-    # When both have published two ticks (each tick twice)
-    wait_for(lambda: _sent(first) >= 2 and _sent(second) >= 2, 150, interval=0.5, what="two ticks of each beat")
-    first.stop()
-    second.stop()
-    # (a beat started just before a minute turned publishes one tick more than the other)
-    ticks = max(_sent(first), _sent(second))
-    wait_for(lambda: len(records(events_redis)) >= ticks, 10, what="every tick's run")
-    starts = sorted(e["start"] for e in records(events_redis))
-    # then each tick ran exactly once
-    assert len(starts) == ticks and all(b - a > 54 for a, b in zip(starts, starts[1:])), (ticks, starts)
