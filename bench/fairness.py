@@ -3,8 +3,8 @@
 Twenty threads, each with a block on ``SharedLock("bench-fair", limit=2)`` (``on_locked="wait"``)
 that holds its place 0.5 s, begin to wait 10 ms apart, so their order of arrival is known.
 Served first come, first served, the waiter that arrived at position ``p`` (from 0) gets its
-place once the ``p // 2`` pairs before it have each held theirs: its wait is at most that many
-holds past the first grant, plus 50 ms of slack. Each grant's hand-over is the time from the
+place once the ``p // 2`` pairs before it have each held theirs: its wait is at most its share
+of the holds, ``p // 2`` of them, plus 50 ms. Each grant's hand-over is the time from the
 release it followed to the grant (the clock of one process: every thread shares it).
 """
 
@@ -55,9 +55,8 @@ def _one_round(url: str, run: str) -> dict:
     runtime = peek_runtime(app)
     if runtime is not None:
         runtime.close()
-    first = min(granted.values())
     waits = {p: granted[p] - asked[p] for p in granted}
-    bounds = {p: first + (p // LIMIT) * HOLD - asked[p] + SLACK for p in granted}
+    bounds = {p: (p // LIMIT) * HOLD + SLACK for p in granted}
     ends = sorted(released)
     handovers = []
     for p in sorted(granted, key=granted.get)[LIMIT:]:  # every grant after the first pair follows a release
@@ -98,8 +97,8 @@ def fairness_section(results: dict, command: str) -> List[str]:
     return [BEGIN, "## Waiting in line (first come, first served)",
             f"`{command}`: {WAITERS} threads of one process, each a block on a `SharedLock` with `limit={LIMIT}` "
             f"and `on_locked=\"wait\"` holding its place {HOLD:g} s, begin to wait {APART * 1e3:g} ms apart. "
-            f"Served in order of arrival, position `p` waits at most `p // {LIMIT}` holds past the first grant, "
-            f"plus {SLACK * 1e3:g} ms. Hand-over: from a release to the grant that followed it.",
+            f"Served in order of arrival, position `p` waits at most its share of the holds, `p // {LIMIT}` of "
+            f"them, plus {SLACK * 1e3:g} ms. Hand-over: from a release to the grant that followed it.",
             "| position | waited | bound | within |\n|---|---|---|---|\n" + rows,
             f"Grant order (first round): {', '.join(map(str, rounds[0]['order']))}. Waiters past their bound: "
             f"{len(over)} of {total} ({'met' if fair else 'NOT met'}; the worst, position {worst}, "

@@ -9,19 +9,69 @@ run out (a holder that dies announces nothing), then ask again.
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional, Union, cast
+from typing import Any, Callable, Optional, Tuple, Union, cast
 
 from .attempt import Attempt
 from .decisions import Decision, Run
-from ..store import Conflict, Grant
+from ..store import LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, wait_for_gate
 
 __all__ = ["wait_for_release", "wait_unless", "pause_for_own_place"]
 
 
 def wait_for_release(attempt: Attempt, until: Optional[Callable[[Conflict], bool]] = None) -> Union[Run, Conflict]:
     """Block until the lock is ours (:class:`Run`); the holder on ``lock_wait_timeout``, or as
-    soon as ``until(holder)`` says to stop waiting."""
+    soon as ``until(holder)`` says to stop waiting. A call that waits for its key's lock itself
+    (no enqueue lock to adopt, no holder to wait out) waits in the key's line, where the store
+    keeps one (:mod:`~.store.line`): first come, first served."""
+    line = getattr(attempt.runtime.store, "line", None)
+    if until is None and line is not None and not attempt.enqueue_token:
+        return _in_line(attempt, line, attempt.options.wait_timeout)
     return cast(Union[Run, Conflict], _wait(attempt, attempt.options.wait_timeout, until, None, None))
+
+
+def _in_line(attempt: Attempt, line: Any, timeout: float) -> Union[Run, Conflict]:
+    """Ask in the key's line until granted or ``timeout``; a call that gets no place leaves the line
+    (after a store error it is left to its lease: the error follows ``on_lock_error`` as any ask's)."""
+    try:
+        outcome = _line_loop(attempt, line, time.monotonic() + timeout)
+    except STORE_ERRORS:
+        raise
+    except BaseException:
+        _leave(attempt, line)
+        raise
+    if not isinstance(outcome, Run):
+        _leave(attempt, line)
+    return outcome
+
+
+def _line_loop(attempt: Attempt, line: Any, deadline: float) -> Union[Run, Conflict]:
+    ttl_ms = int(attempt.options.ttl * 1000)
+
+    def ask() -> Tuple[Union[Grant, Conflict], float]:
+        started = time.monotonic()
+        try:
+            return line.acquire(attempt.keys.lock, attempt.token, ttl_ms, attempt.holder, limit=attempt.limit,
+                                lease_ms=LINE_LEASE_MS), started
+        finally:
+            attempt.runtime.held_releases.write_now()  # as Attempt.acquire: a release held back goes now
+
+    with attempt.runtime.store.release_events(attempt.key) as events:
+        events.listen(0)  # the server counts the subscription before the first ask: no release is missed
+        while True:
+            outcome, started = wait_for_gate(ask, attempt._waits_for_young_store)
+            if isinstance(outcome, Grant):
+                return Run(outcome, started)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return outcome
+            events.listen(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01, LINE_LEASE_MS / 3000.0))
+
+
+def _leave(attempt: Attempt, line: Any) -> None:
+    try:
+        line.leave(attempt.keys.lock, attempt.token)
+    except STORE_ERRORS:
+        pass  # its place in line ends with its lease
 
 
 def wait_unless(attempt: Attempt, timeout: float, between: Callable[[Conflict], Optional[Decision]],

@@ -5,7 +5,8 @@ on_locked  a block that meets a full key
 =========  ==================================================================================
 wait       blocks until a place frees, woken by the release (or the end of the soonest window,
            or of a dead holder's lease: no polling), for at most ``wait_timeout``; then
-           :class:`LockedError`
+           :class:`LockedError`. Waiting blocks are served first come, first served
+           (:mod:`~.store.line`)
 raise      :class:`LockedError` at once
 retry      inside a running Celery task: the task goes back to its queue for when a place
            should free (``Retry``; its ``max_retries`` is not spent); outside a task it is a
@@ -29,7 +30,8 @@ from typing import Any, Callable, NoReturn, Tuple, Union
 from .. import signals
 from ..exceptions import ConfigurationError, LockBackendError, LockedError
 from ..run.taken import holder_id, kept_by, places_taken
-from ..store import STORE_ERRORS, Conflict, Grant, LockBackend, RestartWait, error_text, permanent_problem, wait_for_gate
+from ..store import (LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, LockBackend, RestartWait, error_text,
+                     permanent_problem, wait_for_gate)
 from .requeue import requeue_running_task
 from .tuning import Tuning
 
@@ -105,8 +107,12 @@ class Ask:
                                "the block did not run", task=self.lock.name, key=self.key) from exc
 
     def wait(self) -> Tuple[Union[Grant, Conflict], float]:
-        """Ask until granted, woken by releases, for at most ``wait_timeout``; the last answer."""
+        """Ask until granted, woken by releases, for at most ``wait_timeout``; the last answer. Where
+        the store keeps a line (:mod:`~.store.line`), the block waits in it: first come, first served."""
         deadline = time.monotonic() + self.tuning.wait_timeout
+        line = getattr(self.store, "line", None)
+        if line is not None:
+            return self._riding(lambda: self._in_line(line, deadline), deadline, "wait")
 
         def waiting() -> Tuple[Union[Grant, Conflict], float]:
             with self.store.release_events(self.key) as events:
@@ -119,6 +125,44 @@ class Ask:
                     events.wait(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01))
 
         return self._riding(waiting, deadline, "wait")
+
+    def _in_line(self, line: Any, deadline: float) -> Tuple[Union[Grant, Conflict], float]:
+        """Ask in the key's line until granted or ``deadline``. A block that gets no place leaves the
+        line; through an outage it keeps its place (its lease) while the wait asks again."""
+        try:
+            outcome = self._line_loop(line, deadline)
+        except STORE_ERRORS:
+            raise
+        except BaseException:
+            self._leave(line)
+            raise
+        if not isinstance(outcome[0], Grant):
+            self._leave(line)
+        return outcome
+
+    def _line_loop(self, line: Any, deadline: float) -> Tuple[Union[Grant, Conflict], float]:
+        with self.store.release_events(self.key) as events:
+            events.listen(0)  # the server counts the subscription before the first ask: no release is missed
+            while True:
+                outcome, started = wait_for_gate(lambda: self._ask_in_line(line), self._young)
+                remaining = deadline - time.monotonic()
+                if isinstance(outcome, Grant) or remaining <= 0:
+                    return outcome, started
+                # Woken by a release, else when the soonest place would end (a window, a dead holder's
+                # lease) or this block's place in line is due for renewal.
+                events.listen(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01, LINE_LEASE_MS / 3000.0))
+
+    def _ask_in_line(self, line: Any) -> Tuple[Union[Grant, Conflict], float]:
+        started = time.monotonic()
+        return line.acquire(self.key, self.token, int(self.tuning.ttl * 1000), self.holder,
+                            limit=self.lock.place_limit, lease_ms=LINE_LEASE_MS), started
+
+    def _leave(self, line: Any) -> None:
+        try:
+            line.leave(self.key, self.token)
+        except STORE_ERRORS as exc:  # its place in line ends with its lease
+            logger.info("singleton lock: %s: leaving the line of %s failed (%s)", self.lock.where, self.key,
+                        error_text(exc))
 
 
 def take(ask: Ask, task: Any) -> float:

@@ -185,6 +185,10 @@ class ReleaseEvents(Protocol):
         """Ask, then block up to ``timeout`` seconds; ``True`` when a release was announced
         (``False`` at once when the lock is free: nothing will be)."""
 
+    def listen(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds without asking (a waiter in line asks with its own ask,
+        :mod:`.line`); ``True`` when a release was announced."""
+
 
 class LockBackend(Protocol):
     """The operations of the lock protocol; each answers from the store, none keeps lock state."""

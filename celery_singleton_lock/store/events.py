@@ -84,6 +84,19 @@ class PubSubReleaseEvents:
         self._subscription.confirm()
         return self._ask()
 
+    def listen(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds without asking (a waiter in line asked with its ask, once
+        the server counted its subscription); ``True`` when a release was announced."""
+        deadline = time.monotonic() + timeout
+        subscription = self._subscription
+        subscription.confirm()
+        while not subscription.take():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            subscription.read(remaining)
+        return True
+
     def wait(self, timeout: float) -> bool:
         """Ask, then block up to ``timeout`` seconds; ``True`` when a release was announced."""
         deadline = time.monotonic() + timeout

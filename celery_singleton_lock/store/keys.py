@@ -11,6 +11,7 @@ bounded: sixteen counters per task, whatever the number of arguments.
 ``<prefix>:{<task>:<b>}:fence``           fencing counter of the bucket: the last fence handed out
 ``<prefix>:{<task>:<b>}:<digest>:gen``    which call of the key is the newest (``on_locked="replace"``,
                                           ``lock_debounce``; see generations.py), with a TTL
+``<prefix>:{<task>:<b>}:<digest>[:places]:line``  the key's waiters in line (see line.py), with a TTL
 ``<prefix>:{<task>:<b>}:done``            ids of the bucket's executions that ran to the end while a
                                           redelivery of their message was possible (``acks_late``),
                                           each kept for a while
@@ -162,4 +163,4 @@ class KeyLayout:
 
     @staticmethod
     def is_bookkeeping(key: str) -> bool:
-        return key.endswith((":fence", ":done", ":gen"))
+        return key.endswith((":fence", ":done", ":gen", ":line"))

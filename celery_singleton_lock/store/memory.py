@@ -27,6 +27,7 @@ from .generations import GenerationStore, MemoryGenerations
 from . import places
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .memory_places import MemoryPlaces
+from .line import MemoryLine
 from .places import Limit
 
 __all__ = ["MemoryBackend"]
@@ -56,6 +57,7 @@ class MemoryBackend:
         self._releases: Dict[str, int] = {}  # announcements per key, for the waiters that asked
         self.generations: Optional[GenerationStore] = MemoryGenerations(clock)
         self._places = MemoryPlaces(self)
+        self.line = MemoryLine(self)  # waiting in line (see line.py)
 
     # -- helpers (called with the condition held) --------------------------------------------------
     def _now_ms(self) -> float:
@@ -270,6 +272,13 @@ class MemoryReleaseEvents:
     def ask(self) -> bool:
         """Ask the holder to announce its release; ``False`` when the lock is free."""
         return self._backend.await_release(self._key)
+
+    def listen(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds without asking (a waiter in line asked with its ask)."""
+        backend = self._backend
+        with backend._cond:
+            backend._cond.wait_for(lambda: backend._releases.get(self._key, 0) > self._seen, timeout=max(timeout, 0.0))
+            return self._take()
 
     def wait(self, timeout: float) -> bool:
         """Ask, then block up to ``timeout`` seconds; ``True`` when a release was announced."""

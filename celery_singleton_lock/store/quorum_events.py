@@ -61,6 +61,10 @@ class QuorumReleaseEvents:
                 continue
         return self._ask()
 
+    def listen(self, timeout: float) -> bool:
+        """As :meth:`wait`: a quorum keeps no line (see line.py), its waiters ask as they wait."""
+        return self.wait(timeout)
+
     def wait(self, timeout: float) -> bool:
         """Ask, then block up to ``timeout`` seconds; ``True`` when any master announced the release."""
         deadline = time.monotonic() + timeout

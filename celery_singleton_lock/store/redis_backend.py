@@ -24,6 +24,7 @@ from redis.cluster import RedisCluster
 from . import foreign, places, record, redis_places, scripts
 from .places import Limit, renew_args
 from .redis_places import RedisPlaces
+from .line import RedisLine
 from .direct import direct_for
 from .backend import GRANT, Completion, Conflict, Grant, Holder, NotOurs, Outcome, ReleaseAnswer
 from .generations import GenerationStore, RedisGenerations
@@ -67,6 +68,9 @@ class RedisBackend:
         self._clear_foreign = client.register_script(scripts.CLEAR_FOREIGN)
         self.generations: Optional[GenerationStore] = RedisGenerations(client)
         self._places = RedisPlaces(client, self._script)
+        # Waiting in line (line.py) where a grant is this class's own: a store that adds to each grant (a
+        # replica's acknowledgement, a Sentinel promotion's wait) serves its waiters as they ask.
+        self.line = RedisLine(client, self._script) if type(self).acquire is RedisBackend.acquire else None
         # The calls on every task's path skip redis-py's per-command pool round (see .direct).
         self._ask = direct_for(client)
         self._ask_grants = self._ask if grants is None else direct_for(grants)

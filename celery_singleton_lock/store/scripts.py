@@ -16,7 +16,8 @@ from importlib.resources import files
 __all__ = ["RELEASE", "MARK_REDELIVERED", "RENEW", "ADOPT", "REQUEUE", "FENCE", "RAISE_FENCE", "COMPLETED", "AWAIT",
            "CLEAR_FOREIGN", "GEN_SUPERSEDE", "GEN_PEEK", "GEN_CLAIM", "GEN_RESERVE",
            "PLACE_ACQUIRE", "PLACE_RELEASE", "PLACE_RENEW", "PLACE_FENCE", "PLACE_ADOPT", "PLACE_REQUEUE",
-           "PLACE_AWAIT", "PLACE_MARK_REDELIVERED", "PLACE_READ", "PLACE_END_WINDOW"]
+           "PLACE_AWAIT", "PLACE_MARK_REDELIVERED", "PLACE_READ", "PLACE_END_WINDOW", "LINE_ACQUIRE", "LINE_LEAVE",
+           "PLACE_LINE_ACQUIRE"]
 
 
 # Python 3.9's files() takes no namespace package and its joinpath takes one name at a time:
@@ -68,3 +69,8 @@ PLACE_AWAIT = _place_script("await")
 PLACE_MARK_REDELIVERED = _place_script("mark_redelivered")
 PLACE_READ = _place_script("read")
 PLACE_END_WINDOW = _place_script("end_window")
+_LINE = _read("_line.lua")
+#: Waiting in line (see line.py): after _common.lua (and _places.lua for a places key) and _line.lua.
+LINE_ACQUIRE = "\n".join((_COMMON, _LINE, _read("line_acquire.lua")))
+LINE_LEAVE = "\n".join((_COMMON, _LINE, _read("line_leave.lua")))
+PLACE_LINE_ACQUIRE = "\n".join((_COMMON, _PLACES, _LINE, _read("place_line_acquire.lua")))

@@ -106,6 +106,25 @@ def hold_long(self, duration=30.0):
         _sleep(duration)
 
 
+fair = SharedLock("fair", wait_timeout=120)
+
+
+@app.task(shared=False, bind=True)
+def wait_fairly(self, duration=0.2):
+    asked = time.time()
+    with fair.hold():
+        started = time.time()
+        _sleep(duration)
+        _record(self, "fair", asked, started)
+
+
+@app.task(shared=False, base=LockedTask, bind=True, lock_key=(), on_locked="wait", lock_wait_timeout=120)
+def wait_in_turn(self, duration=0.2):
+    started = time.time()
+    _sleep(duration)
+    _record(self, "turn", started, started)
+
+
 churn = SharedLock("churn", ttl=300)  # a place left by a dead process would outlive the test
 
 

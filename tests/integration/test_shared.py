@@ -122,6 +122,55 @@ def test_a_pool_process_killed_inside_a_hold_gives_its_place_back_at_once(shared
         result.revoke(terminate=True)
 
 
+def _waiting(lock_redis, line: str) -> int:
+    """How many wait in the line ``line`` (``<seq>|<token> <arrival> <lease end>|...``, see lua/_line.lua)."""
+    return sum(1 for part in (lock_redis.get(line) or "").split("|") if " " in part)
+
+
+def test_blocks_waiting_in_several_processes_are_served_first_come_first_served(shared_proj, start_worker,
+                                                                                 events_redis, lock_redis):
+    # Given six pool processes, and the test process holding the only place of "fair"
+    start_worker(concurrency=6, app=APP)
+    line = shared_proj.fair.keys(runtime_for(shared_proj.app), ()).lock + ":line"
+    waiting = lambda: _waiting(lock_redis, line)  # noqa: E731
+    calls = []
+    with shared_proj.fair.hold():
+        # When six plain tasks begin to wait for it, one after another (each in line before the next)
+        for n in range(6):
+            calls.append(shared_proj.wait_fairly.delay())
+            wait_for(lambda: waiting() == n + 1, 30, what=f"waiter {n + 1} in line")
+    settle(calls, 60)
+    # Then they got the place in the order they began to wait, one at a time
+    ids = [call.id for call in calls]
+    intervals = records(events_redis)
+    assert [ids.index(e["id"]) for e in sorted(intervals, key=lambda e: e["start"])] == list(range(6))
+    assert overlaps(intervals) == []
+    wait_for(lambda: not lock_redis.exists(line), 10, what="the line to go")
+
+
+def test_calls_waiting_for_their_lock_are_served_first_come_first_served(shared_proj, start_worker, events_redis,
+                                                                         lock_redis):
+    # Given six pool processes, and the test process holding the lock of wait_in_turn (lock_key=(): its
+    # name alone, which SharedLock(its name).hold() is too)
+    start_worker(concurrency=6, app=APP)
+    task = shared_proj.wait_in_turn
+    held_by_test = SharedLock(task.name, app=shared_proj.app)
+    line = held_by_test.keys(runtime_for(shared_proj.app), ()).lock + ":line"
+    waiting = lambda: _waiting(lock_redis, line)  # noqa: E731
+    calls = []
+    with held_by_test.hold():
+        # When six calls (on_locked="wait") begin to wait for it, one after another
+        for n in range(6):
+            calls.append(task.delay())
+            wait_for(lambda: waiting() == n + 1, 30, what=f"call {n + 1} in line")
+    settle(calls, 60)
+    # Then they ran in the order they began to wait, one at a time
+    ids = [call.id for call in calls]
+    intervals = records(events_redis)
+    assert [ids.index(e["id"]) for e in sorted(intervals, key=lambda e: e["start"])] == list(range(6))
+    assert overlaps(intervals) == []
+
+
 def test_pool_processes_killed_at_random_instants_of_short_blocks_leave_no_place_for_the_ttl(
         shared_proj, start_worker, events_redis, lock_redis):
     # Given four pool processes, each taking and giving back its own key's place every 3 ms (ttl 300 s)

@@ -822,3 +822,4 @@ def a_published_call_its_publisher_did_not_record_is_the_newest_when_its_message
 
 # -- keys with a limit or a window: their checks live in their own module and register here -------
 from tests.support import contract_places  # noqa: E402,F401  (registers its checks in CHECKS)
+from tests.support import contract_line  # noqa: E402,F401  (registers its checks in CHECKS)

@@ -119,6 +119,12 @@ class _Meanwhile:
             action()
         return self._events.wait(timeout)
 
+    def listen(self, timeout: float) -> bool:
+        action, self._action = self._action, None
+        if action is not None:
+            action()
+        return self._events.listen(timeout)
+
 
 @dataclass
 class World:

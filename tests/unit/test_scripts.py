@@ -51,7 +51,7 @@ def test_the_helpers_are_defined_in_the_shared_file():
 def test_every_lua_file_is_used_by_a_script():
     texts = [getattr(scripts, name) for name in scripts.__all__]
     files = _files()
-    assert len(files) == len(scripts.__all__) + 2  # one per script, _common.lua and _places.lua
+    assert len(files) == len(scripts.__all__) + 3  # one per script, _common.lua, _places.lua and _line.lua
     for name, text in files:
         assert any(text in script for script in texts), f"lua/{name} is in no script"
 

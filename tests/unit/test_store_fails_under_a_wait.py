@@ -55,6 +55,9 @@ class FailingWaits(MemoryBackend):
     def wait(self, timeout: float) -> bool:
         raise self.error
 
+    def listen(self, timeout: float) -> bool:
+        raise self.error
+
 
 #: wait -> (scope, on_locked, how the lock stands and what the message carries)
 WAITS = {
