@@ -45,7 +45,7 @@ def _one_round(url: str, run: str) -> dict:
             granted[position] = time.monotonic()
             time.sleep(HOLD)
             with mutex:
-                released.append(time.monotonic())
+                released.append(time.monotonic())  # as the block ends: its release begins
 
     threads = [threading.Thread(target=waiter, args=(p,), daemon=True) for p in range(WAITERS)]
     for thread in threads:
@@ -89,7 +89,7 @@ def _waiter_process(url: str, name: str, position: int, start: Any, out: Any) ->
     with lock.hold():
         granted = time.monotonic()
         time.sleep(HOLD)
-        released = time.monotonic()
+        released = time.monotonic()  # as the block ends: its release begins
     out.put((position, asked, granted, released))
     runtime.close()
 

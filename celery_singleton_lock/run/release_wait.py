@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, Tuple, Union, cast
 
 from .attempt import Attempt
 from .decisions import Decision, Run
-from ..store import LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, wait_for_gate
+from ..store import LINE_BEHIND_S, LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, behind_in_line, wait_for_gate
 
 __all__ = ["wait_for_release", "wait_unless", "pause_for_own_place"]
 
@@ -64,7 +64,10 @@ def _line_loop(attempt: Attempt, line: Any, deadline: float) -> Union[Run, Confl
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return outcome
-            events.listen(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01, LINE_LEASE_MS / 3000.0))
+            woken = events.listen(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01,
+                                      LINE_LEASE_MS / 3000.0))
+            if woken and behind_in_line(outcome):
+                time.sleep(LINE_BEHIND_S)  # the waiters ahead ask first: the freed place is theirs
 
 
 def _leave(attempt: Attempt, line: Any) -> None:

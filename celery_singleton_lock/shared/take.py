@@ -30,8 +30,8 @@ from typing import Any, Callable, NoReturn, Tuple, Union
 from .. import signals
 from ..exceptions import ConfigurationError, LockBackendError, LockedError
 from ..run.taken import holder_id, kept_by, places_taken
-from ..store import (LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, LockBackend, RestartWait, error_text,
-                     permanent_problem, wait_for_gate)
+from ..store import (LINE_BEHIND_S, LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, LockBackend, RestartWait,
+                     behind_in_line, error_text, permanent_problem, wait_for_gate)
 from .requeue import requeue_running_task
 from .tuning import Tuning
 
@@ -150,7 +150,10 @@ class Ask:
                     return outcome, started
                 # Woken by a release, else when the soonest place would end (a window, a dead holder's
                 # lease) or this block's place in line is due for renewal.
-                events.listen(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01, LINE_LEASE_MS / 3000.0))
+                woken = events.listen(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01,
+                                          LINE_LEASE_MS / 3000.0))
+                if woken and behind_in_line(outcome):
+                    time.sleep(LINE_BEHIND_S)  # the waiters ahead ask first: the freed place is theirs
 
     def _ask_in_line(self, line: Any) -> Tuple[Union[Grant, Conflict], float]:
         started = time.monotonic()

@@ -142,6 +142,8 @@ class Conflict:
     #: For a call that holds a turn (:mod:`.places`): ms until it may take a place (<= 0: it may
     #: now, and waits for a window that ends late); ``None`` when it holds none.
     turn_ms: Optional[int] = None
+    #: For a waiter in line (:mod:`.line`): how many live waiters came before it; ``None`` elsewhere.
+    ahead: Optional[int] = None
 
 
 @dataclass(frozen=True)

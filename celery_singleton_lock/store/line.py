@@ -17,6 +17,7 @@ on more than the script) serve their waiters as they ask.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from . import places, record, scripts
@@ -26,13 +27,22 @@ from .places import Limit
 from .redis_calls import acquired
 from .redis_places import answer
 
-__all__ = ["LEASE_MS", "line_key", "RedisLine", "MemoryLine"]
+__all__ = ["LEASE_MS", "BEHIND_S", "behind", "line_key", "RedisLine", "MemoryLine"]
 
 #: How long a waiter keeps its place in line without asking: it asks at least every third of it.
 LEASE_MS = 3000
+#: How long a waiter with as many waiters ahead of it as the key has places lets them ask first when
+#: a release wakes them all: a place freed is theirs, and their asks meet no queue of the others'.
+BEHIND_S = 0.005
 SUFFIX = ":line"
 
 Run = Callable[..., Any]
+
+
+def behind(outcome: Conflict) -> bool:
+    """Whether a refused waiter had as many live waiters ahead of it as its key has places: a release
+    frees a place for one of those, so it asks after them (:data:`BEHIND_S`)."""
+    return outcome.ahead is not None and outcome.ahead >= max(outcome.limit, 1)
 
 
 def line_key(key: str) -> str:
@@ -63,19 +73,22 @@ class RedisLine:
             reply = self._run(self._places, (key, line_key(key)),
                               (token, "running", limit.count, ttl_ms, limit.window_ms, places.tail(ttl_ms, holder),
                                lease_ms), grants=True)
-            outcome = answer(reply, token, limit)
-            assert not isinstance(outcome, NotOurs)  # the script answers a grant or a refusal
-            if isinstance(outcome, Conflict) and outcome.state == "line":
-                return _ahead(outcome.pttl_ms, limit.count)
-            return outcome
+            if not isinstance(reply, (list, tuple)):
+                return GRANT
+            outcome = answer(reply[:7], token, limit)
+            assert isinstance(outcome, Conflict)  # the script answers a grant or a refusal
+            if outcome.state == "line":
+                outcome = _ahead(outcome.pttl_ms, limit.count)
+            return replace(outcome, ahead=int(reply[7]))
         value = record.encode(token, "running", ttl_ms, holder)
         reply = self._run(self._acquire, (key, line_key(key)), (token, value, ttl_ms, lease_ms), grants=True)
         if not isinstance(reply, (list, tuple)):
             return GRANT
-        _, held, pttl = reply[:3]
-        if not held:
-            return _ahead(int(pttl or 0), 1)
-        return acquired([False, held, pttl], token, "running") or _ahead(0, 1)
+        _, held, pttl, ahead = reply[:4]
+        met: Optional[Outcome] = acquired([False, held, pttl], token, "running") if held else None
+        if isinstance(met, Conflict):
+            return replace(met, ahead=int(ahead))
+        return met or replace(_ahead(int(pttl or 0), 1), ahead=int(ahead))
 
     def leave(self, key: str, token: str) -> None:
         """Leave the line (a waiter that got no place); the next waiter is told."""
@@ -127,7 +140,8 @@ class MemoryLine:
                     outcome = GRANT if lock.fields["token"] == token else backend._conflict(key, lock, token)
             if outcome is GRANT:
                 self._leave_quietly(key, token)
-            return outcome
+                return outcome
+            return replace(outcome, ahead=len(ahead)) if isinstance(outcome, Conflict) else outcome
 
     def _places(self, key: str, token: str, ttl_ms: int, holder: Holder, limit: Limit, ahead: int, first: float,
                 others: bool) -> Outcome:

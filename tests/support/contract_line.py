@@ -39,7 +39,8 @@ def _served_in_order(bench: Bench, limit: Optional[Limit]) -> None:
         assert isinstance(_in_line(bench, key, name, limit), Conflict)
     # When one place is given back, then only the first in line gets it, whoever asks first
     assert bench.backend.release(key, held[0]) is True
-    assert isinstance(_in_line(bench, key, "w3", limit), Conflict)
+    behind = _in_line(bench, key, "w3", limit)
+    assert isinstance(behind, Conflict) and behind.ahead == 2  # each refusal says how many are ahead
     assert isinstance(_in_line(bench, key, "w2", limit), Conflict)
     assert isinstance(_in_line(bench, key, "w1", limit), Grant)
     # and a newcomer in line comes after those still in it

@@ -11,7 +11,7 @@
 -- ARGV[6] - the place's value after its clock fields (as place_acquire.lua's ARGV[6])
 -- ARGV[7] - the waiter's lease in the line, ms
 -- Returns 1 when taken (the waiter leaves the line), else a refusal as place_acquire.lua's,
--- {0, value, pttl, held, window, same, token}.
+-- {0, value, pttl, held, window, same, token}, then how many live waiters are ahead.
 local now = now_ms()
 local seq, mine, live = line_read(KEYS[2], now, ARGV[1])
 if not mine then
@@ -58,4 +58,5 @@ else -- a place is free, and a waiter before this one is to take it: describe th
   local e = first_lease or now
   reply = refused('line - ' .. ms(e) .. ' ' .. ms(e) .. ' 0 0 0 0 - ', e, now, count, nil, 0, '~line')
 end
+reply[8] = ahead
 return reply
