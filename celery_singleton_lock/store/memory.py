@@ -216,7 +216,7 @@ class MemoryBackend:
             lock = self._live(key)
             if lock is None:
                 return None
-            return dict(lock.fields, pttl=str(max(int(lock.expires_ms - self._now_ms()), 0)))
+            return dict(lock.fields, waiting="1" if lock.awaited else "", pttl=str(max(int(lock.expires_ms - self._now_ms()), 0)))
 
     @contextmanager
     def release_events(self, key: str) -> Iterator["MemoryReleaseEvents"]:

@@ -51,6 +51,6 @@ def test_a_hostile_task_id_is_escaped_in_the_cli_and_the_log(test_env, proj, sta
     assert f"{holder_id.split(chr(10))[0]}{SHOWN}" in listed.stdout and SHOWN in shown.stdout
     assert not _OBEYED.search(listed.stdout + shown.stdout)
     [line] = [line for line in worker.log().splitlines() if "is a duplicate" in line]
-    assert f"dup{SHOWN}" in line and f"held by holder-" in line and line.count(SHOWN) == 2, line
+    assert f"dup{SHOWN}" in line and "held by task holder-" in line and line.count(SHOWN) == 2, line
     assert not _OBEYED.search(line)
     holder.revoke(terminate=True, signal="SIGKILL")

@@ -668,9 +668,9 @@ def holder_reports_the_lock_fields(bench: Bench) -> None:
     _take(bench, keys.lock, keys.fence, _token("a"), ttl_ms=LONG_MS, task_id="task-a")
     info = _info(backend, keys.lock)
     assert set(info) == {"token", "task_id", "host", "pid", "pid_ns", "since", "ttl", "hb", "state", "redelivered",
-                         "pttl", "describe", "task"}
+                         "waiting", "pttl", "describe", "task"}
     assert {k: v for k, v in info.items() if k != "pttl"} == {
-        "token": _token("a"), "task_id": "task-a", "host": "host-a", "pid": "4242", "redelivered": "",
+        "token": _token("a"), "task_id": "task-a", "host": "host-a", "pid": "4242", "redelivered": "", "waiting": "",
         "since": "1700000000000", "ttl": str(LONG_MS), "hb": "1000", "state": "running",
         "pid_ns": holder().pid_ns, "describe": "", "task": ""}
     assert holder().pid_ns  # the holder's PID namespace is recorded (this process's, unless given)

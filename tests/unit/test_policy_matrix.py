@@ -106,7 +106,10 @@ class Store(MemoryBackend):
             yield _Meanwhile(events, self._meanwhile.pop(key, None))
 
     def snapshot(self) -> Dict[str, Dict[str, str]]:
-        return {key: self.holder(key) for key in self.keys()}  # type: ignore[misc]
+        """Every lock as its holder holds it: without ``waiting``, which a waiting copy sets on a lock it
+        leaves otherwise untouched (the holder's to announce its release, not a change of hands)."""
+        return {key: {k: v for k, v in self.holder(key).items() if k != "waiting"}  # type: ignore[union-attr]
+                for key in self.keys()}
 
 
 class _Meanwhile:
