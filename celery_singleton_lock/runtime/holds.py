@@ -156,7 +156,21 @@ def release_holds_of(store: LockBackend, app: Any, pid: int, why: str,
                         name, key, why)
             signals.lock_released.send(sender=sender(name, app), key=key, task_id=None, released=True,
                                        exit="child_death", description=None)
+    _leave_lines(store, [(key, token) for (_, key, token), done in zip(holds, released) if not done])
     return sum(bool(done) for done in released)
+
+
+def _leave_lines(store: LockBackend, waiting: List[Tuple[str, str]]) -> None:
+    """A hold noted but holding no place died waiting for one: it leaves its key's line now, so the next
+    waiter is told at once rather than when its place in line lapses."""
+    line = getattr(store, "line", None)
+    if line is None:
+        return
+    for key, token in waiting:
+        try:
+            line.leave(key, token)
+        except STORE_ERRORS:
+            pass  # its place in line ends with its lease
 
 
 def forget_all(main_pid: int) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from celery_singleton_lock import SharedLock
 from celery_singleton_lock.runtime import runtime_for
-from tests.integration.helpers import by_key, lock_keys, most_at_once, overlaps, records, settle
+from tests.integration.helpers import by_key, lock_keys, most_at_once, overlaps, records, settle, wait_accepted
 from tests.support.waits import WaitTimeout, wait_for
 
 APP = "tests.integration.proj_shared"
@@ -146,6 +146,28 @@ def test_blocks_waiting_in_several_processes_are_served_first_come_first_served(
     assert [ids.index(e["id"]) for e in sorted(intervals, key=lambda e: e["start"])] == list(range(6))
     assert overlaps(intervals) == []
     wait_for(lambda: not lock_redis.exists(line), 10, what="the line to go")
+
+
+def test_a_pool_process_killed_while_waiting_in_line_leaves_it_at_once(shared_proj, start_worker, events_redis,
+                                                                       lock_redis):
+    # Given the test process holding the only place of "fair", and two plain tasks waiting for it in line
+    start_worker(concurrency=2, app=APP)
+    line = shared_proj.fair.keys(runtime_for(shared_proj.app), ()).lock + ":line"
+    with shared_proj.fair.hold():
+        first = shared_proj.wait_fairly.delay()
+        wait_for(lambda: _waiting(lock_redis, line) == 1, 30, what="the first in line")
+        second = shared_proj.wait_fairly.delay()
+        wait_for(lambda: _waiting(lock_redis, line) == 2, 30, what="the second in line")
+        # When the first one's pool process is SIGKILLed as it waits
+        victim = wait_accepted(shared_proj.app, first.id)
+        os.kill(victim, signal.SIGKILL)
+        # Then the worker's main process takes it out of the line at once (its place in line would lapse
+        # only 2-3 s later: it renews it every second for 3 s)
+        wait_for(lambda: _waiting(lock_redis, line) == 1, 1.5, interval=0.02, what="the dead waiter to leave",
+                 promise=True)
+    # and the second gets the place when it is given back
+    settle([second], 30)
+    assert [e["id"] for e in records(events_redis)] == [second.id]
 
 
 def test_calls_waiting_for_their_lock_are_served_first_come_first_served(shared_proj, start_worker, events_redis,
