@@ -14,7 +14,7 @@ import pytest
 
 from celery_singleton_lock.config.options import OPTION_NAMES, SETTING_NAMES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 _BLOCK = re.compile(r"^([ \t]*)```(?:python|py)\b[^\n]*\n(.*?)^\1```", re.S | re.M)
 
