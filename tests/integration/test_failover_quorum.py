@@ -137,6 +137,7 @@ def test_a_hold_lost_while_the_store_did_not_answer_is_told_so_not_as_a_paused_p
             # When the lock store goes away for longer than the ttl (its renewals are refused at once)
             server.stop()
             wait_for(lambda: held.lost, 5, interval=0.05, what="the hold marked lost")
+            wait_for(lambda: reasons, 5, interval=0.05, what="lock_lost, sent after the flag")
         # then the loss names the lock store, not a paused or starved process
         assert len(reasons) == 1 and "could not be reached" in reasons[0] and "paused" not in reasons[0], reasons
     finally:

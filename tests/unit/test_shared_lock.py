@@ -253,6 +253,8 @@ def test_a_place_taken_from_under_the_block_is_reported_lost():
             wait_for(lambda: held.lost, timeout=5, what="the heartbeat to notice")
             with pytest.raises(LockLostError, match="shared lock 'fragile'"):
                 held.check()
+            # the flag is raised first, so the block stops at once; the signal follows it
+            wait_for(lambda: lost, timeout=5, what="lock_lost to be sent")
     finally:
         lock_lost.disconnect(on_lost)
     assert lost == [lock]
