@@ -27,6 +27,7 @@ import tempfile
 from typing import Iterator, List, Optional
 
 from ..exceptions import ConfigurationError
+from ..store import pid_running
 
 __all__ = ["UntrustedDirectory", "base_path", "open_trusted", "open_base", "open_own", "entries", "remove_tree",
            "read_file", "unlink", "claim", "prune_stale", "MARKER"]
@@ -172,7 +173,7 @@ def remove_tree(parent: int, name: str, *, only_dead: bool = False) -> None:
     try:
         for entry in entries(fd):
             pid = entry.split(".", 1)[0]
-            if only_dead and (not pid.isdigit() or _alive(int(pid))):
+            if only_dead and (not pid.isdigit() or pid_running(int(pid))):
                 continue
             unlink(fd, entry)
     finally:
@@ -189,18 +190,6 @@ def _is_link(parent: int, name: str) -> bool:
         return stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode)
     except OSError:
         return False
-
-
-def _alive(pid: int) -> bool:
-    if os.path.isdir("/proc/self"):
-        return os.path.exists(f"/proc/{pid}")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _workers(base: int) -> Iterator[str]:
@@ -234,7 +223,7 @@ def prune_stale(base: int, main_pid: int) -> None:
     for name in _workers(base):
         if int(name) == main_pid:
             continue
-        if not _alive(int(name)):
+        if not pid_running(int(name)):
             remove_tree(base, name)
         elif not _marked(base, name):
             remove_tree(base, name, only_dead=True)
