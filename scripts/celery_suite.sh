@@ -2,7 +2,7 @@
 # Celery's own unit tests for tasks, tracing, canvas, results and worker requests, run twice: as
 # Celery ships them, and with LockedTask as the test app's default task class on MemoryBackend
 # (tests/celery_suite_plugin.py). Exits non-zero when the LockedTask run fails a test that the
-# plain run passes and that the README does not list as a difference from celery.Task.
+# plain run passes and that docs/drop-in.md does not list as a difference from celery.Task.
 #
 # The tests come from the sdist of the Celery release installed in .venv, fetched with pip, and
 # run in a venv of their own (.celery-suite/) with the package, that Celery, and the test
@@ -59,4 +59,4 @@ echo "celery $version: LockedTask on MemoryBackend"
 run locked -p tests.celery_suite_plugin
 echo "celery suite took $(($(date +%s) - start)) s"
 
-"$venv/bin/python" "$root/tests/celery_suite_compare.py" "$work/plain.xml" "$work/locked.xml" "$root/README.md"
+"$venv/bin/python" "$root/tests/celery_suite_compare.py" "$work/plain.xml" "$work/locked.xml" "$root/docs/drop-in.md"

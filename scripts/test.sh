@@ -3,7 +3,7 @@
 # Makes .venv once, installs the package with its test extra, and runs pytest on
 # redis-servers the tests start themselves (never the one at $REDIS_URL); set
 # CSL_TEST_REDIS_URL to run on a Redis of your choice, where only the run's own
-# keys are written and deleted (see the README's Contributing section).
+# keys are written and deleted (see docs/contributing.md).
 #
 #   bash scripts/test.sh                 the whole suite (what CI runs)
 #   bash scripts/test.sh --fast          the everyday tier: unit, properties (a quick search) and

@@ -1,9 +1,9 @@
 """Compare the two runs of Celery's unit tests that ``scripts/celery_suite.sh`` makes.
 
-Usage: ``python celery_suite_compare.py PLAIN.xml LOCKED.xml README.md``
+Usage: ``python celery_suite_compare.py PLAIN.xml LOCKED.xml docs/drop-in.md``
 
 A test that fails (or errors) under ``LockedTask`` but passes as Celery ships it is expected
-only when the README names it (its node id, ``t/unit/...::...``) among the differences from
+only when docs/drop-in.md names it (its node id, ``t/unit/...::...``) among the differences from
 ``celery.Task``, with the reason. Anything else is unexpected: exit status 1. A named test that
 passes now is reported, so the list does not outlive its reasons.
 """
@@ -43,19 +43,19 @@ def _module_depth(parts: List[str]) -> int:
     return len(parts)
 
 
-def documented(readme: str) -> Set[str]:
-    """The node ids the README lists as failing under ``LockedTask`` for a documented reason."""
-    return set(NODE_ID.findall(Path(readme).read_text(encoding="utf-8")))
+def documented(page: str) -> Set[str]:
+    """The node ids the page lists as failing under ``LockedTask`` for a documented reason."""
+    return set(NODE_ID.findall(Path(page).read_text(encoding="utf-8")))
 
 
-def main(plain_xml: str, locked_xml: str, readme: str) -> int:
-    plain, locked, listed = failed(plain_xml), failed(locked_xml), documented(readme)
+def main(plain_xml: str, locked_xml: str, page: str) -> int:
+    plain, locked, listed = failed(plain_xml), failed(locked_xml), documented(page)
     new = locked - plain
     unexpected, stale = sorted(new - listed), sorted(listed - new)
     for node in sorted(new & listed):
-        print(f"expected (README): {node}")
+        print(f"expected (docs/drop-in.md): {node}")
     for node in stale:
-        print(f"listed in the README but not failing under LockedTask: {node}")
+        print(f"listed in docs/drop-in.md but not failing under LockedTask: {node}")
     for node in unexpected:
         print(f"UNEXPECTED failure under LockedTask: {node}")
     print(f"plain Celery: {len(plain)} failed; LockedTask: {len(locked)} failed, {len(new)} of them not in the "

@@ -31,11 +31,12 @@ def test_the_readme_links_the_page():
     assert "(docs/django.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_the_readme_faq_test_lines_are_the_ones_the_project_runs_over_its_settings():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    faq = readme[readme.index("**Unit tests without Redis?**"):]
-    lines = [line for line in faq.split("```python\n", 1)[1].split("```", 1)[0].splitlines() if line.strip()]
+def test_the_testing_pages_lines_are_the_ones_the_project_runs_over_its_settings():
+    page = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    block = page.split("```python\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines()
+             if line.startswith("app.conf.") or line.startswith("from celery_singleton_lock.store")]
+    assert len(lines) == 3, lines
     project_test = (PROJECT / "shop" / "test_faq.py").read_text(encoding="utf-8")
-    for line in lines[1:]:  # the import is the test module's too, above
+    for line in lines:
         assert line.strip() in project_test, line
-    assert lines[0] in project_test

@@ -1,6 +1,8 @@
 """The documentation site's pages say what the code says: the Reference page is the one
 ``scripts/reference.py`` writes from the option table, every Python block of ``docs/`` is Python,
-and the "which control" page names only options that exist. (The site's build: tests/test_docs_site.py.)"""
+the "which control" page names only options that exist, and each block marked as an excerpt of a file
+of the suite is in that file word for word. (The site's build: tests/test_docs_site.py; the other
+blocks run in tests/test_docs_examples.py.)"""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from celery_singleton_lock.config.options import OPTION_NAMES, SETTING_NAMES
+from tests.docs_blocks import PAGES as ALL_PAGES
+from tests.docs_blocks import blocks, excerpt_text
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = sorted((ROOT / "docs").glob("*.md"))
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
 _BLOCK = re.compile(r"^([ \t]*)```(?:python|py)\b[^\n]*\n(.*?)^\1```", re.S | re.M)
 
 
@@ -73,3 +77,39 @@ def test_the_which_control_page_names_only_real_options():
     unknown = sorted((named - settings) - set(OPTION_NAMES))
     assert not unknown, unknown
     assert set(OPTION_NAMES) <= named, sorted(set(OPTION_NAMES) - named)
+
+
+EXCERPTS = [block for page in ALL_PAGES for block in blocks(page) if block.excerpt_of]
+_TESTS = ROOT / "tests"
+
+
+def _run_by_the_suite(path: Path) -> bool:
+    """A test module, the Django project the tests run, or a module a test module imports."""
+    if path.name.startswith("test_") or _TESTS / "django_project" in path.parents:
+        return True
+    module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    return any(module in test.read_text(encoding="utf-8") for test in _TESTS.rglob("test_*.py"))
+
+
+def _contains(text: str, excerpt: str) -> bool:
+    """``excerpt`` is a run of lines of ``text``, both compared after dedent."""
+    lines, wanted = text.splitlines(), excerpt.splitlines()
+    return any(textwrap.dedent("\n".join(lines[i:i + len(wanted)])) == "\n".join(wanted)
+               for i in range(len(lines) - len(wanted) + 1))
+
+
+@pytest.mark.parametrize("block", EXCERPTS, ids=[block.where for block in EXCERPTS])
+def test_each_excerpt_is_a_file_of_the_suite_word_for_word(block):
+    path = ROOT / block.excerpt_of
+    assert _TESTS in path.parents and path.is_file(), f"{block.where}: {block.excerpt_of} is no file under tests/"
+    assert _run_by_the_suite(path), f"{block.where}: no test runs {block.excerpt_of}"
+    assert _contains(path.read_text(encoding="utf-8"), excerpt_text(block)), (
+        f"{block.where} differs from {block.excerpt_of}")
+
+
+def test_an_excerpt_that_drifted_is_caught(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("<!-- excerpt: tests/integration/proj_limits.py -->\n```python\nPERIOD = 3.0\n```\n")
+    (block,) = blocks(page)
+    assert block.excerpt_of == "tests/integration/proj_limits.py"
+    assert not _contains((ROOT / block.excerpt_of).read_text(encoding="utf-8"), excerpt_text(block))

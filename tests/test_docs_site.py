@@ -29,8 +29,13 @@ def _build(site: Path, config: Path = ROOT / "mkdocs.yml") -> subprocess.Complet
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     built = _build(tmp_path / "site")
     assert built.returncode == 0, built.stderr[-4000:]
-    for page in ("getting-started", "which-control", "reference", "django", "guarantees"):
+    for page in ("getting-started", "which-control", "singleton-locks", "limits-and-windows", "shared-locks",
+                 "newest-call", "enqueue-scopes", "beat", "django", "testing", "observability", "web", "topologies",
+                 "reference", "api", "drop-in", "failures", "faults", "guarantees", "security", "benchmarks",
+                 "failover-sentinel", "internals", "contributing", "faq"):
         assert (tmp_path / "site" / page / "index.html").is_file(), page
+    api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
+    assert "SharedLock" in api and "LockedError" in api  # the public API, from the docstrings
     assert (tmp_path / "site" / "search" / "search_index.json").is_file()
 
 

@@ -1,4 +1,4 @@
-"""The README's package map is the one the tree gives (``scripts/package_map.py``)."""
+"""docs/internals.md's package map and Lua script list are the ones the tree gives (``scripts/package_map.py``)."""
 
 import importlib.util
 from pathlib import Path
@@ -13,11 +13,17 @@ def _package_map():
     return module
 
 
-def test_the_readme_package_map_is_the_trees():
+def test_the_internals_page_maps_are_the_trees():
     package_map = _package_map()
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme == package_map.readme_with_map(readme), (
-        "the README's package map differs from the tree: run `python scripts/package_map.py --write`")
+    page = (ROOT / "docs" / "internals.md").read_text(encoding="utf-8")
+    assert page == package_map.page_with_maps(page), (
+        "docs/internals.md's maps differ from the tree: run `python scripts/package_map.py --write`")
+
+
+def test_the_lua_list_has_a_row_for_every_script():
+    table = _package_map().lua_map()
+    for path in (ROOT / "celery_singleton_lock" / "store" / "lua").glob("*.lua"):
+        assert f"`store/lua/{path.name}`" in table, path.name
 
 
 def test_the_map_has_a_row_for_every_module_and_subpackage():

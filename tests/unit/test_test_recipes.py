@@ -1,4 +1,4 @@
-"""The README's test recipe (``MemoryBackend``, eager mode), also where the project's settings name
+"""docs/testing.md's test recipe (``MemoryBackend``, eager mode), also where the project's settings name
 the deployed lock Redis, and what an eager duplicate that retries ends with."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _project_app():
 
 def test_the_faq_recipe_works_where_the_settings_name_a_lock_url():
     app = _project_app()
-    # the FAQ's lines, as written:
+    # docs/testing.md's lines, as written:
     app.conf.singleton_lock_backend = MemoryBackend()   # instead of singleton_lock_url
     app.conf.task_always_eager = True                   # or run a worker in-process
 

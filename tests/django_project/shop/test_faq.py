@@ -1,4 +1,4 @@
-"""The README FAQ's test lines, as written, over the project's own settings (which name a lock URL)."""
+"""docs/testing.md's test lines, as written, over the project's own settings (which name a lock URL)."""
 from django.test import TestCase
 
 from celery_singleton_lock.store import MemoryBackend
