@@ -67,7 +67,7 @@ def queued_limited(self, key, seq=0, duration=2.0):
     _limited_body(self, key, duration)
 
 
-#: The README's recipe for a beat job that two beat processes publish: a window a little under the
+#: docs/beat.md's recipe for a beat job that two beat processes publish: a window a little under the
 #: schedule's period keeps the second publish of a tick out, and lets the next tick in.
 PERIOD = 2.0
 

@@ -3,7 +3,7 @@
 ``AlignedEvery(seconds)`` ticks at the multiples of ``seconds`` on the clock, as a crontab ticks
 at its minutes, so a test sees in seconds what a daily crontab does in days: a beat restarted
 after a missed tick publishes that tick at once (late), and the next tick comes on the clock. The
-job follows the README's crontab recipe, ``lock_key=tick_key(schedule)`` with a window of one
+job follows docs/beat.md's crontab recipe, ``lock_key=tick_key(schedule)`` with a window of one
 period; ``CSL_TICK_TASK=windowed`` schedules the interval recipe's job instead
 (``lock_window=0.9 * period``, no tick key), which turns away the tick after a late one.
 """

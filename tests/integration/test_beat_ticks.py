@@ -1,4 +1,4 @@
-"""The crontab recipe (README, beat jobs): ``lock_key=tick_key(schedule)`` never turns an
+"""The crontab recipe (docs/beat.md): ``lock_key=tick_key(schedule)`` never turns an
 on-schedule tick away after a late (catch-up) run, and two beats still run each tick once.
 
 The schedule is a crontab of seconds (``tests/integration/proj_ticks.AlignedEvery``: ticks on

@@ -7,12 +7,12 @@ Given the project's settings under Celery's ``CELERY`` namespace, django-celery-
 - a skipped duplicate's ``get_task_meta`` and ``TaskResult`` row name its holder, and the holder's
   own name none; a superseded call's say so (``superseded()``);
 - an order saved in a transaction is synced after the commit (``transaction.on_commit``);
-- two beats publishing one ``PeriodicTask`` every 2 s with the README's recipe
+- two beats publishing one ``PeriodicTask`` every 2 s with docs/beat.md's recipe
   (``lock_scope="queued_or_running"``, ``lock_window=0.9 * period``) run it once per tick;
 - ``manage.py check`` refuses a misspelled or wrong ``CELERY_SINGLETON_LOCK_*`` setting, and a
   worker refuses to start on a misspelled one, naming it as written;
 - the project's own tests pass on the test settings of docs/django.md (``MemoryBackend``, eager
-  mode), and the README FAQ's two lines work over the project's settings, although both name a
+  mode), and docs/testing.md's two lines work over the project's settings, although both name a
   lock URL;
 - ``celery report`` and ``celery inspect conf`` show no password of ``CELERY_SINGLETON_LOCK_URL``.
 """

@@ -71,7 +71,7 @@ def test_a_skipped_duplicate_names_lock_holder_and_policy_in_the_backend_and_in_
                        what="the test process to hold the lock")
     duplicate = proj.sync.delay("f-skip", duration=0)
 
-    assert duplicate.get(timeout=20) is None  # the result is what the README promises
+    assert duplicate.get(timeout=20) is None  # the result is what docs/singleton-locks.md promises
     meta = proj.app.backend.get_task_meta(duplicate.id)
     assert meta["result"] is None and meta["status"] == "SUCCESS"
     assert meta["singleton_lock_holder"] == started[0]["id"]

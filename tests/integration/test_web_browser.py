@@ -7,7 +7,7 @@ Redis), the Release button releases where it is allowed (and the next call then 
 where it is not, a hostile argument shows as text: no element of it is in the page, and a lock name
 whose locks are gone keeps its timeline.
 
-Set ``CSL_WEB_SCREENSHOTS`` to a directory to keep the pages' screenshots (docs/ holds the README's).
+Set ``CSL_WEB_SCREENSHOTS`` to a directory to keep the pages' screenshots (docs/ holds the ones docs/web.md shows).
 """
 
 from __future__ import annotations

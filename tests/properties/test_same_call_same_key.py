@@ -1,6 +1,6 @@
 """Two calls share a key exactly when they are the same call (a property, searched by hypothesis).
 
-The contract (README, "What exactly is the same call?"): arguments are compared as the
+The contract (docs/singleton-locks.md, "What makes two calls the same"): arguments are compared as the
 worker receives them, after the JSON round trip, by type and exact text. A tuple equals
 a list and dict keys become strings; ``1``, ``1.0`` and ``True`` differ; a datetime,
 date, time, UUID, Decimal or bytes value keeps its type and is compared by its exact

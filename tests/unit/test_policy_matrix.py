@@ -33,7 +33,7 @@ refusal. Cells that cannot arise (an enqueue lock of a ``running``-scope task's 
 ``queued``-scope retry) assert why, on the publisher.
 
 What the cells expect is the product contract (what a duplicate does, the ``queued`` scope, the
-failure table; in the README too, under "Options" and "What happens when things fail"): a duplicate follows ``on_locked``; a redelivered copy of a running
+failure table; in the docs too: docs/singleton-locks.md, "Duplicates", and docs/failures.md): a duplicate follows ``on_locked``; a redelivered copy of a running
 message stores nothing, but runs once a dead first delivery's lock has run out; a retry, and the
 copy ``queued`` keeps waiting behind a running one, are no duplicates: they go back to the queue,
 uncounted; an enqueue lock is adopted into the run lock with a larger fence.
