@@ -9,9 +9,11 @@ with a TTL; see ``lua/_line.lua``), read and written by the ask itself, so waiti
 costs no round trip more than waiting did, and the uncontended path none at all. A waiter that gives up leaves
 the line at once (the next is told); one that dies leaves it when its lease ends.
 
-A call that finds a place free on its very first ask takes it: it never waited. Stores
-without a line (a quorum of masters; Sentinel and ``replica_ack`` stores, whose grants wait
-on more than the script) serve their waiters as they ask.
+A call that finds a place free on its very first ask takes it: it never waited. A store
+that adds to each grant keeps the line and adds the same to a waiter's grant: a replica's
+acknowledgement (``replica_ack``, :class:`~.replicas.AcknowledgedLine`), a Sentinel
+promotion's wait and the switch to a new master (:class:`~.sentinel.FollowingLine`). A quorum
+of masters keeps no line: it serves its waiters as they ask.
 """
 
 from __future__ import annotations
@@ -68,22 +70,32 @@ class RedisLine:
     def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, limit: Optional[Limit] = None,
                 lease_ms: int = LEASE_MS) -> Outcome:
         """Ask for a place in line (joining it at the first ask): granted, or who is in the way."""
+        script, keys, args, limit = self.call(key, token, ttl_ms, holder, limit, lease_ms)
+        return self.outcome(self._run(script, keys, args, grants=True), token, limit)
+
+    def call(self, key: str, token: str, ttl_ms: int, holder: Holder, limit: Optional[Limit],
+             lease_ms: int) -> Tuple[Any, Tuple[str, ...], Tuple[Any, ...], Optional[Limit]]:
+        """The ask's script, KEYS and ARGV, and the limit its answer is read with: a store that adds
+        to each grant (a replica's acknowledgement) sends them its own way (:meth:`outcome` reads the reply)."""
         if places.is_places(key):
             limit = limit or places.SINGLETON
-            reply = self._run(self._places, (key, line_key(key)),
-                              (token, "running", limit.count, ttl_ms, limit.window_ms, places.tail(ttl_ms, holder),
-                               lease_ms), grants=True)
-            if not isinstance(reply, (list, tuple)):
-                return GRANT
+            return (self._places, (key, line_key(key)),
+                    (token, "running", limit.count, ttl_ms, limit.window_ms, places.tail(ttl_ms, holder), lease_ms),
+                    limit)
+        value = record.encode(token, "running", ttl_ms, holder)
+        return self._acquire, (key, line_key(key)), (token, value, ttl_ms, lease_ms), None
+
+    @staticmethod
+    def outcome(reply: Any, token: str, limit: Optional[Limit]) -> Outcome:
+        """What the ask's reply says: granted, or who is in the way and how many wait ahead."""
+        if not isinstance(reply, (list, tuple)):
+            return GRANT
+        if limit is not None:
             outcome = answer(reply[:7], token, limit)
             assert isinstance(outcome, Conflict)  # the script answers a grant or a refusal
             if outcome.state == "line":
                 outcome = _ahead(outcome.pttl_ms, limit.count)
             return replace(outcome, ahead=int(reply[7]))
-        value = record.encode(token, "running", ttl_ms, holder)
-        reply = self._run(self._acquire, (key, line_key(key)), (token, value, ttl_ms, lease_ms), grants=True)
-        if not isinstance(reply, (list, tuple)):
-            return GRANT
         _, held, pttl, ahead = reply[:4]
         met: Optional[Outcome] = acquired([False, held, pttl], token, "running") if held else None
         if isinstance(met, Conflict):

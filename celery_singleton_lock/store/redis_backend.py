@@ -69,7 +69,7 @@ class RedisBackend:
         self.generations: Optional[GenerationStore] = RedisGenerations(client)
         self._places = RedisPlaces(client, self._script)
         # Waiting in line (line.py) where a grant is this class's own: a store that adds to each grant (a
-        # replica's acknowledgement, a Sentinel promotion's wait) serves its waiters as they ask.
+        # replica's acknowledgement, a Sentinel promotion's wait) brings a line that adds it too.
         self.line = RedisLine(client, self._script) if type(self).acquire is RedisBackend.acquire else None
         # The calls on every task's path skip redis-py's per-command pool round (see .direct).
         self._ask = direct_for(client)

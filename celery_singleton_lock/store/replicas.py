@@ -33,6 +33,7 @@ from redis.exceptions import NoScriptError
 
 from . import places, record
 from .backend import Conflict, Grant, Holder, NotOurs, Outcome
+from .line import LEASE_MS, RedisLine
 from .places import Limit
 from .redis_places import answer
 from .places import renew_args
@@ -59,6 +60,7 @@ class ReplicaAckBackend(RedisBackend):
             raise ValueError("replica_ack must be >= 1 (0 means: do not wait, use RedisBackend)")
         self.replicas = replicas
         self.timeout_ms = max(1, int(timeout * 1000))
+        self.line = AcknowledgedLine(self)
 
     def _queue_wait(self, pipe: Any) -> int:
         """Queue what follows a write on its connection (``WAIT``); returns how many replies it adds."""
@@ -150,3 +152,21 @@ class ReplicaAckBackend(RedisBackend):
             logger.warning("singleton lock: renewal of %d lock(s) acknowledged by %d of %d replica(s); a "
                            "failover now could shorten them", len(items), acked, self.replicas)
         return list(reply)
+
+
+class AcknowledgedLine(RedisLine):
+    """Waiting in line on a :class:`ReplicaAckBackend`: a waiter's grant is acknowledged by the
+    replicas as every acquire is (the ask and ``WAIT`` in one round trip), or given back and refused."""
+
+    def __init__(self, backend: ReplicaAckBackend) -> None:
+        super().__init__(backend.client, backend._script)
+        self._backend = backend
+
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, limit: Optional[Limit] = None,
+                lease_ms: int = LEASE_MS) -> Outcome:
+        backend = self._backend
+        script, keys, args, limit = self.call(key, token, ttl_ms, holder, limit, lease_ms)
+        reply, acked, refused = backend._then_wait(script, keys, args, client=backend.grants)
+        taken = backend._acknowledged(key, token, self.outcome(reply, token, limit), acked, refused=refused)
+        assert not isinstance(taken, NotOurs)
+        return taken

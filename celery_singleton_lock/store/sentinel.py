@@ -39,12 +39,13 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from .backend import Conflict, Grant, Holder, NotOurs, Outcome
 from .errors import STORE_ERRORS
+from .line import LEASE_MS as LINE_LEASE_MS, RedisLine
 from .places import Limit
 from .redis_backend import RedisBackend
 from .replicas import ReplicaAckBackend
 from .sentinel_watch import Address, FollowingSentinel, MasterWatch, PromotionWait, text
 
-__all__ = ["SentinelBackend", "SentinelAckBackend", "FollowsMaster", "sentinel_store"]
+__all__ = ["SentinelBackend", "SentinelAckBackend", "FollowsMaster", "FollowingLine", "sentinel_store"]
 
 
 class FollowsMaster:
@@ -53,10 +54,13 @@ class FollowsMaster:
     watch: MasterWatch
     client: Any
     grants: Any
+    line: Any
 
     def _follow(self, watch: MasterWatch) -> None:
         self.watch = watch
         watch.on_switch(self._disconnect)
+        line = getattr(self, "line", None) or RedisLine(self.client, self._script)  # type: ignore[attr-defined]
+        self.line = FollowingLine(line, self)
 
     def _disconnect(self) -> None:
         """Close the idle connections to the old master; one in use is closed by its own thread before
@@ -124,6 +128,27 @@ class FollowsMaster:
         host, port = self.watch.ask()
         run_id = self._riding(lambda: super(FollowsMaster, self).epoch())  # type: ignore[misc]
         return f"{host}:{port} {run_id}"
+
+
+class FollowingLine:
+    """Waiting in line on the master the sentinels name now: an ask waits out a promotion's window
+    and rides a switch of master as an acquire does; the line itself starts anew on a new master
+    (the waiters join it again in the order they next ask)."""
+
+    def __init__(self, line: Any, store: FollowsMaster) -> None:
+        self._line = line
+        self._store = store
+
+    def acquire(self, key: str, token: str, ttl_ms: int, holder: Holder, limit: Optional[Limit] = None,
+                lease_ms: int = LINE_LEASE_MS) -> Outcome:
+        def grant() -> Outcome:
+            self._store._granting()
+            return self._line.acquire(key, token, ttl_ms, holder, limit=limit, lease_ms=lease_ms)  # type: ignore[no-any-return]
+
+        return self._store._riding(grant)  # type: ignore[no-any-return]
+
+    def leave(self, key: str, token: str) -> None:
+        self._store._riding(lambda: self._line.leave(key, token))
 
 
 class SentinelBackend(FollowsMaster, RedisBackend):

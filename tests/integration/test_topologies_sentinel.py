@@ -16,7 +16,7 @@ import time
 import pytest
 import redis
 
-from celery_singleton_lock.store import Grant, new_token
+from celery_singleton_lock.store import Grant, KeyLayout, new_token
 from celery_singleton_lock.store.connect import open_store
 from celery_singleton_lock.store.replicas import ReplicaAckError, ReplicaAckBackend
 from celery_singleton_lock.store import record
@@ -198,3 +198,38 @@ def _granted_place(store, key: str, token: str, limit) -> bool:
         return isinstance(store.acquire(key, token, 10000, HOLDER, limit=limit), Grant)
     except redis.ConnectionError:
         return False
+
+
+class _SentinelBench:
+    """The lock-store contract's bench on a store through Sentinel (the server's clock: a bounded wait)."""
+
+    short_ms = 100
+
+    def __init__(self, backend) -> None:
+        self.backend = backend
+        self._layout = KeyLayout(f"cslline-{new_token()[:6]}")
+        self._names = iter(range(1_000))
+
+    def keys(self):
+        return self._layout.keys("proj.sync", f"d{next(self._names)}", "queued")
+
+    def elapse(self, ms: int) -> None:
+        time.sleep(ms / 1000.0)
+
+
+@pytest.mark.parametrize("ack", [False, True], ids=["plain", "replica_ack"])
+def test_waiters_through_sentinel_are_served_first_come_first_served(group, ack):
+    from tests.support.contract import CHECKS
+    from tests.support import contract_line
+
+    store = open_store(group.url, _options(group, ack=ack))
+    try:
+        # Given a store through Sentinel that grants (a master the sentinels just met waits a moment)
+        wait_for(lambda: _granted(store, "cslline-probe", new_token()), 15, what="a first grant")
+        # then its waiters keep the line's contract: served in order, a waiter that gives up or dies leaves
+        line_checks = [name for name in CHECKS if CHECKS[name].__module__ == contract_line.__name__]
+        assert len(line_checks) == 3
+        for name in line_checks:
+            CHECKS[name](_SentinelBench(store))
+    finally:
+        store.close()
