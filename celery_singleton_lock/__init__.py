@@ -1,7 +1,7 @@
 """celery-singleton-lock: one run at a time per distinct arguments, guarded by Redis.
 
 ``@app.task(base=LockedTask)`` is the whole set-up; ``SharedLock("name", limit=N)`` holds
-places on a named resource in any block of code. See the README for options.
+places on a named resource in any block of code. Every option and setting: docs/reference.md.
 """
 
 from .exceptions import (

@@ -1,8 +1,8 @@
 """A beat job's lock keyed by the schedule's tick: ``lock_key=tick_key(schedule)``.
 
 Two beat processes publishing one schedule run a job once per tick when a window keeps the
-tick's place: the README's recipe for an interval schedule is ``lock_window=0.9 * period``. A
-crontab is different: after a beat restart (or a deploy that kept it down over a tick), beat
+tick's place: the beat guide's recipe (docs/beat.md) for an interval schedule is
+``lock_window=0.9 * period``. A crontab is different: after a beat restart (or a deploy that kept it down over a tick), beat
 publishes the missed tick at once, late, and a window counted from that late publish turned away
 the next on-schedule tick, however short the gap (a lost day for a daily job). Keyed by the
 tick it belongs to, each tick has a lock of its own: the late run is its missed tick's, the next

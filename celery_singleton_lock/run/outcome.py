@@ -128,7 +128,11 @@ def superseded(result: Any) -> bool:
 
     Read from the result backend's meta: the Redis result backend with ``result_extended = True``,
     or django-celery-results (``django-db``). ``False`` while the call is not answered yet, and
-    where the backend keeps no such field (the answer is then unknown, not "ran").
+    where the backend keeps no such field (the answer is then unknown, not "ran"), and for an
+    eager result (``apply``, ``task_always_eager``): an eager call runs at once, never superseded.
     """
-    meta = result.backend.get_task_meta(result.id)
+    backend = getattr(result, "backend", None)
+    if backend is None:  # an EagerResult
+        return False
+    meta = backend.get_task_meta(result.id)
     return bool(meta.get(SUPERSEDED_BY)) if isinstance(meta, dict) else False

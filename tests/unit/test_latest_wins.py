@@ -212,6 +212,15 @@ def test_a_superseded_call_is_marked_in_its_meta_and_still_answers_none(app, ext
     assert not superseded(newer) and not superseded(ran)
 
 
+def test_an_eager_call_is_never_superseded(app):
+    # Given a debounced task called eagerly (in the caller, at once)
+    sync = _debounced(app, lock_debounce=2)
+    result = sync.apply((1, "draft"))
+    # Then it ran, and superseded() says it was not superseded rather than failing on its missing backend
+    assert result.get() == "draft"
+    assert superseded(result) is False
+
+
 @pytest.mark.parametrize("forged", [{headers.GENERATION: "1"}, {headers.RETRIES: "0"},
                                     {headers.GENERATION: "1", headers.RETRIES: "3"}])
 def test_a_callers_own_library_headers_neither_skip_the_stamping_nor_reach_the_message(app, forged):

@@ -146,7 +146,7 @@ def _task_problems(namespace: str, dropped: Set[str], url_wrong: bool) -> List[C
             continue
         seen.add(str(refusal))
         shared = "share lock_name=" in str(refusal)
-        errors.append(Error(str(refusal), hint="task options are listed in the README (Task options)", obj=name,
+        errors.append(Error(str(refusal), hint="task options are listed in docs/reference.md (Task options)", obj=name,
                             id=_PREFIX + (SHARED_ID if shared else TASK_ID)))
     return errors
 
