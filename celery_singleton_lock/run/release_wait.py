@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, Tuple, Union, cast
 
 from .attempt import Attempt
 from .decisions import Decision, Run
-from ..store import LINE_BEHIND_S, LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, behind_in_line, wait_for_gate
+from ..store import LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, wait_in_line
 
 __all__ = ["wait_for_release", "wait_unless", "pause_for_own_place"]
 
@@ -55,24 +55,14 @@ def _line_loop(attempt: Attempt, line: Any, deadline: float) -> Union[Run, Confl
         finally:
             attempt.runtime.held_releases.write_now()  # as Attempt.acquire: a release held back goes now
 
-    with attempt.runtime.store.release_events(attempt.key) as events:
-        events.listen(0)  # the server counts the subscription before the first ask: no release is missed
-        while True:
-            outcome, started = wait_for_gate(ask, attempt._waits_for_young_store)
-            if isinstance(outcome, Grant):
-                return Run(outcome, started)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return outcome
-            woken = events.listen(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01,
-                                      LINE_LEASE_MS / 3000.0))
-            if woken and behind_in_line(outcome):
-                time.sleep(LINE_BEHIND_S)  # the waiters ahead ask first: the freed place is theirs
+    outcome, started = wait_in_line(attempt.runtime.store, attempt.keys.lock, attempt.token, ask, deadline,
+                                    attempt._waits_for_young_store)
+    return Run(outcome, started) if isinstance(outcome, Grant) else outcome
 
 
 def _leave(attempt: Attempt, line: Any) -> None:
     try:
-        line.leave(attempt.keys.lock, attempt.token)
+        line.leave(attempt.keys.lock, attempt.token, attempt.limit)
     except STORE_ERRORS:
         pass  # its place in line ends with its lease
 

@@ -30,8 +30,8 @@ from typing import Any, Callable, NoReturn, Tuple, Union
 from .. import signals
 from ..exceptions import ConfigurationError, LockBackendError, LockedError
 from ..run.taken import holder_id, kept_by, places_taken
-from ..store import (LINE_BEHIND_S, LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, LockBackend, RestartWait,
-                     behind_in_line, error_text, permanent_problem, wait_for_gate)
+from ..store import (LINE_LEASE_MS, STORE_ERRORS, Conflict, Grant, LockBackend, RestartWait, error_text,
+                     permanent_problem, wait_for_gate, wait_in_line)
 from .requeue import requeue_running_task
 from .tuning import Tuning
 
@@ -141,19 +141,7 @@ class Ask:
         return outcome
 
     def _line_loop(self, line: Any, deadline: float) -> Tuple[Union[Grant, Conflict], float]:
-        with self.store.release_events(self.key) as events:
-            events.listen(0)  # the server counts the subscription before the first ask: no release is missed
-            while True:
-                outcome, started = wait_for_gate(lambda: self._ask_in_line(line), self._young)
-                remaining = deadline - time.monotonic()
-                if isinstance(outcome, Grant) or remaining <= 0:
-                    return outcome, started
-                # Woken by a release, else when the soonest place would end (a window, a dead holder's
-                # lease) or this block's place in line is due for renewal.
-                woken = events.listen(min(remaining, max(outcome.pttl_ms, 1) / 1000.0 + 0.01,
-                                          LINE_LEASE_MS / 3000.0))
-                if woken and behind_in_line(outcome):
-                    time.sleep(LINE_BEHIND_S)  # the waiters ahead ask first: the freed place is theirs
+        return wait_in_line(self.store, self.key, self.token, lambda: self._ask_in_line(line), deadline, self._young)
 
     def _ask_in_line(self, line: Any) -> Tuple[Union[Grant, Conflict], float]:
         started = time.monotonic()
@@ -162,7 +150,7 @@ class Ask:
 
     def _leave(self, line: Any) -> None:
         try:
-            line.leave(self.key, self.token)
+            line.leave(self.key, self.token, self.lock.place_limit)
         except STORE_ERRORS as exc:  # its place in line ends with its lease
             logger.info("singleton lock: %s: leaving the line of %s failed (%s)", self.lock.where, self.key,
                         error_text(exc))

@@ -22,10 +22,11 @@ from . import record
 from .places import QUORUM_LIMIT, Limit, is_places, keeps_one_place, limited
 from .redis_backend import RedisBackend
 from .start_gate import WINDOW_S as START_WINDOW_S, RestartWait, wait_for_gate
-from .line import BEHIND_S as LINE_BEHIND_S, LEASE_MS as LINE_LEASE_MS, behind as behind_in_line
+from .line import LEASE_MS as LINE_LEASE_MS
+from .line_wait import wait_in_line
 
 __all__ = ["MIN_PREFIX", "pid_running", "LockBackend", "ReleaseEvents", "Holder", "Grant", "GRANT", "Conflict", "NotOurs", "NOT_OURS", "Outcome",
-           "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "wait_for_gate", "LINE_LEASE_MS", "LINE_BEHIND_S", "behind_in_line", "MemoryBackend", "KeyLayout",
+           "Completion", "new_token", "RedisBackend", "RestartWait", "START_WINDOW_S", "wait_for_gate", "LINE_LEASE_MS", "wait_in_line", "MemoryBackend", "KeyLayout",
            "LockKeys", "DEFAULT_PREFIX", "GenerationStore", "Reservation", "Claim",
            "Lease", "Renewer", "connect", "open_store", "redact", "redact_options", "split_urls",
            "ambiguous_credentials", "unverified_tls", "STORE_ERRORS", "error_text", "is_permanent",

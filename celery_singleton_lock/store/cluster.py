@@ -32,7 +32,7 @@ from . import places, redis_places
 from .places import renew_args
 from .redis_backend import RedisBackend
 from .cluster_routing import BUDGET, ClusterSlotUnavailable, healed, reloading
-from .events import PubSubReleaseEvents
+from .events import LineEvents, PubSubReleaseEvents
 from .redis_calls import release_call
 
 __all__ = ["ClusterBackend"]
@@ -62,6 +62,11 @@ class ClusterBackend(RedisBackend):
     @contextmanager
     def release_events(self, key: str) -> Iterator[PubSubReleaseEvents]:
         with reloading(self.client), super().release_events(key) as events:
+            yield events
+
+    @contextmanager
+    def line_events(self, key: str, token: str) -> Iterator[LineEvents]:
+        with reloading(self.client), super().line_events(key, token) as events:
             yield events
 
     def _batched(self, script: Any, calls: Sequence[Tuple[Sequence[str], Sequence[Any]]]) -> List[Any]:

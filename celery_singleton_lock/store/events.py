@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Set
 
-__all__ = ["subscribed", "Subscription", "PubSubReleaseEvents", "CONFIRM_S"]
+__all__ = ["subscribed", "line_subscribed", "Subscription", "PubSubReleaseEvents", "LineEvents", "CONFIRM_S"]
 
 #: How long a waiter waits for the server to confirm its subscription before it asks anyway.
 CONFIRM_S = 2.0
@@ -114,3 +114,79 @@ class PubSubReleaseEvents:
             subscription.read(remaining)
             if subscription.take():
                 return True
+
+
+def _name(channel: Any) -> str:
+    return channel.decode("utf-8", "surrogateescape") if isinstance(channel, bytes) else str(channel)
+
+
+class LineEvents:
+    """A waiter's news while in line (:mod:`.line`), on one ``PubSub``: its own channel always, on
+    which it is told that it became one of the first in line; the key's release channel only while
+    it is one of those, so that a release wakes the first waiters alone, however long the line."""
+
+    def __init__(self, pubsub: Any, key: str, own: str) -> None:
+        self.pubsub = pubsub
+        self._key = key
+        self._own = own
+        self._confirmed: Set[str] = set()
+        self._on_key = True  # subscribed to both at first (see :func:`line_subscribed`)
+        self._announced = False
+
+    def read(self, timeout: float) -> None:
+        """Read what has arrived, waiting up to ``timeout`` seconds for the first message."""
+        message = self.pubsub.get_message(timeout=max(timeout, 0.0))
+        while message is not None:
+            kind = message.get("type")
+            if kind == "subscribe":
+                self._confirmed.add(_name(message.get("channel")))
+            elif kind == "message":
+                self._announced = True
+            message = self.pubsub.get_message(timeout=0.0)
+
+    def confirm(self, limit: float = CONFIRM_S) -> None:
+        """Wait (up to ``limit`` seconds) until the server counts every subscription, before an ask."""
+        deadline = time.monotonic() + limit
+        wanted = {self._own, self._key} if self._on_key else {self._own}
+        while not wanted <= self._confirmed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return  # a slow server: ask anyway; the waiter asks again within a third of its lease
+            self.read(remaining)
+
+    def follow(self, first: bool) -> bool:
+        """Listen for the key's releases while this waiter is among the first in line, not otherwise;
+        ``True`` when it just began to: it asks again before it blocks (a release between its last
+        ask and the subscription was not heard)."""
+        if first == self._on_key:
+            return False
+        self._on_key = first
+        if not first:
+            self.pubsub.unsubscribe(self._key)
+            self._confirmed.discard(self._key)
+            return False
+        self.pubsub.subscribe(self._key)
+        self.confirm()
+        return True
+
+    def listen(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; ``True`` when a release or this waiter's turn was announced."""
+        deadline = time.monotonic() + timeout
+        while not self._announced:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.read(remaining)
+        self._announced = False
+        return True
+
+
+@contextmanager
+def line_subscribed(client: Any, key: str, own: str) -> Iterator[LineEvents]:
+    """A waiter's :class:`LineEvents` for the block: subscribed to the key's channel and its own,
+    both counted by the server before it first asks (so no release after that ask is missed)."""
+    with subscribed(client, key) as pubsub:
+        pubsub.subscribe(own)
+        events = LineEvents(pubsub, key, own)
+        events.confirm()
+        yield events

@@ -1,13 +1,18 @@
 """Waiting in line: the waiters for a key's place are served first come, first served.
 
 A call or block that waits for a place (``on_locked="wait"``) joins its key's line with
-its first ask after the refusal that made it wait, and asks again in line each time a
-release is announced (and at least every third of its lease): the store grants it a place
-only when no live waiter that came before it is still waiting. The line is one small string
-beside the key (``<key>:line``: each waiter's token, its arrival and the end of its lease,
-with a TTL; see ``lua/_line.lua``), read and written by the ask itself, so waiting in line
-costs no round trip more than waiting did, and the uncontended path none at all. A waiter that gives up leaves
-the line at once (the next is told); one that dies leaves it when its lease ends.
+its first ask after the refusal that made it wait: the store grants it a place only when no
+live waiter that came before it is still waiting. The line is one small string beside the
+key (``<key>:line``: each waiter's token, its arrival and the end of its lease, with a TTL;
+see ``lua/_line.lua``), read and written by the ask itself, so waiting in line costs no round
+trip more than waiting did, and the uncontended path none at all.
+
+Only the first waiters in line, as many as the key has places, listen for the key's
+releases: a release wakes them alone, however long the line. Each of the others listens on
+a channel of its own (:func:`line_channel`), on which the grant or departure that makes it
+one of the first tells it so (:mod:`.line_wait` runs the loop). Every waiter asks again at
+least every third of its lease, which keeps its place. A waiter that gives up leaves the
+line at once (the next is told); one that dies leaves it when its lease ends.
 
 A call that finds a place free on its very first ask takes it: it never waited. A store
 that adds to each grant keeps the line and adds the same to a waiter's grant: a replica's
@@ -29,27 +34,29 @@ from .places import Limit
 from .redis_calls import acquired
 from .redis_places import answer
 
-__all__ = ["LEASE_MS", "BEHIND_S", "behind", "line_key", "RedisLine", "MemoryLine"]
+__all__ = ["LEASE_MS", "first_in_line", "line_key", "line_channel", "RedisLine", "MemoryLine"]
 
 #: How long a waiter keeps its place in line without asking: it asks at least every third of it.
 LEASE_MS = 3000
-#: How long a waiter with as many waiters ahead of it as the key has places lets them ask first when
-#: a release wakes them all: a place freed is theirs, and their asks meet no queue of the others'.
-BEHIND_S = 0.005
 SUFFIX = ":line"
 
 Run = Callable[..., Any]
 
 
-def behind(outcome: Conflict) -> bool:
-    """Whether a refused waiter had as many live waiters ahead of it as its key has places: a release
-    frees a place for one of those, so it asks after them (:data:`BEHIND_S`)."""
-    return outcome.ahead is not None and outcome.ahead >= max(outcome.limit, 1)
+def first_in_line(outcome: Conflict) -> bool:
+    """Whether a refused waiter is among the first in line, as many as its key has places: a place
+    freed is one of theirs, so it listens for releases (a refusal outside a line counts as first)."""
+    return outcome.ahead is None or outcome.ahead < max(outcome.limit, 1)
 
 
 def line_key(key: str) -> str:
     """The line of a lock key (or of a places key): beside it, in its hash slot."""
     return key + SUFFIX
+
+
+def line_channel(key: str, token: str) -> str:
+    """The channel on which the waiter ``token`` in ``key``'s line is told it became one of the first."""
+    return line_key(key) + ":" + token
 
 
 def _ahead(pttl_ms: int, limit: int) -> Conflict:
@@ -102,9 +109,10 @@ class RedisLine:
             return replace(met, ahead=int(ahead))
         return met or replace(_ahead(int(pttl or 0), 1), ahead=int(ahead))
 
-    def leave(self, key: str, token: str) -> None:
-        """Leave the line (a waiter that got no place); the next waiter is told."""
-        self._run(self._leave, (key, line_key(key)), (token,))
+    def leave(self, key: str, token: str, limit: Optional[Limit] = None) -> None:
+        """Leave the line (a waiter that got no place); the next waiters are told (``limit``: the
+        key's places, so the one now among the first is told too)."""
+        self._run(self._leave, (key, line_key(key)), (token, limit.count if limit is not None else 1))
 
 
 class MemoryLine:
@@ -175,7 +183,7 @@ class MemoryLine:
             return rooms._refused(*seen.soonest(), len(seen.others), seen.window, limit.count, False)
         return _ahead(int(first - now), limit.count)
 
-    def leave(self, key: str, token: str) -> None:
+    def leave(self, key: str, token: str, limit: Optional[Limit] = None) -> None:
         backend = self._backend
         with backend._cond:
             line = self._lines.get(key, {})

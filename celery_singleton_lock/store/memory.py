@@ -28,6 +28,7 @@ from . import places
 from .backend import GRANT, NOT_OURS, Completion, Conflict, Grant, Holder, NotOurs, Outcome
 from .memory_places import MemoryPlaces
 from .line import MemoryLine
+from .memory_events import MemoryReleaseEvents
 from .places import Limit
 
 __all__ = ["MemoryBackend"]
@@ -225,6 +226,12 @@ class MemoryBackend:
             self.await_release(key)
         yield MemoryReleaseEvents(self, key, seen)
 
+    @contextmanager
+    def line_events(self, key: str, token: str) -> Iterator["MemoryReleaseEvents"]:
+        """A waiter in line hears every release of the key (one process: no wake-up to spare)."""
+        with self.release_events(key) as events:
+            yield events
+
     def epoch(self) -> Optional[str]:
         return None  # it never restarts
 
@@ -253,44 +260,6 @@ class MemoryBackend:
         """The keys of the locks held now (and of the rooms with a live place)."""
         with self._cond:
             return sorted([key for key in list(self._locks) if self._live(key) is not None] + self._places.keys())
-
-
-class MemoryReleaseEvents:
-    """A waiter on one key's release announcements in a :class:`MemoryBackend`."""
-
-    def __init__(self, backend: MemoryBackend, key: str, seen: int) -> None:
-        self._backend = backend
-        self._key = key
-        self._seen = seen
-
-    def _take(self) -> bool:
-        """Whether a release was announced since the last look (called with the condition held)."""
-        count = self._backend._releases.get(self._key, 0)
-        announced, self._seen = count > self._seen, count
-        return announced
-
-    def ask(self) -> bool:
-        """Ask the holder to announce its release; ``False`` when the lock is free."""
-        return self._backend.await_release(self._key)
-
-    def listen(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds without asking (a waiter in line asked with its ask)."""
-        backend = self._backend
-        with backend._cond:
-            backend._cond.wait_for(lambda: backend._releases.get(self._key, 0) > self._seen, timeout=max(timeout, 0.0))
-            return self._take()
-
-    def wait(self, timeout: float) -> bool:
-        """Ask, then block up to ``timeout`` seconds; ``True`` when a release was announced."""
-        backend = self._backend
-        with backend._cond:
-            if self._take():
-                return True
-            if not backend.await_release(self._key):
-                return False  # free: nothing to announce
-            backend._cond.wait_for(lambda: backend._releases.get(self._key, 0) > self._seen,
-                                   timeout=max(timeout, 0.0))
-            return self._take()
 
 
 def _int(value: Optional[str]) -> Optional[int]:

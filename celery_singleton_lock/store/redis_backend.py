@@ -16,7 +16,7 @@ places key goes to :class:`~.redis_places.RedisPlaces`, one script each.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, ContextManager, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 from redis.cluster import RedisCluster
@@ -24,11 +24,11 @@ from redis.cluster import RedisCluster
 from . import foreign, places, record, redis_places, scripts
 from .places import Limit, renew_args
 from .redis_places import RedisPlaces
-from .line import RedisLine
+from .line import RedisLine, line_channel
 from .direct import direct_for
 from .backend import GRANT, Completion, Conflict, Grant, Holder, NotOurs, Outcome, ReleaseAnswer
 from .generations import GenerationStore, RedisGenerations
-from .events import PubSubReleaseEvents, subscribed
+from .events import LineEvents, PubSubReleaseEvents, line_subscribed, subscribed
 from .start_gate import RestartWait
 from .errors import STORE_ERRORS
 from .redis_calls import UNKNOWN_HOLDER, acquired, adopt_call, adopted, floor_arg, release_call
@@ -277,8 +277,7 @@ class RedisBackend:
         return info
 
     def clear_foreign(self, key: str, kind: str) -> bool:
-        """Delete a key at a lock's name that is no lock, while it is still of ``kind`` (see
-        :mod:`.foreign`); ``False`` when it is gone or is a lock now."""
+        """Delete a non-lock key at a lock's name while still of ``kind`` (:mod:`.foreign`); ``False``: gone or a lock now."""
         return bool(self._clear_foreign(keys=(key,), args=(kind,)))
 
     def await_release(self, key: str) -> bool:
@@ -288,10 +287,13 @@ class RedisBackend:
             return self._places.await_release(key)
         return bool(self._await(keys=(key,)))
 
+    def line_events(self, key: str, token: str) -> ContextManager[LineEvents]:
+        """A waiter's news while in ``key``'s line (:mod:`.line_wait`): its turn, and the key's releases."""
+        return line_subscribed(self.client, key, line_channel(key, token))
+
     @contextmanager
     def release_events(self, key: str) -> Iterator[PubSubReleaseEvents]:
-        """Subscribe to ``key``'s release announcements for the duration of the block, and ask the
-        holder to announce its release (see :mod:`.events`); each wait asks again before it blocks."""
+        """Subscribe to ``key``'s releases for the block and ask its holder to announce one (:mod:`.events`)."""
         with subscribed(self.client, key) as pubsub:
             events = PubSubReleaseEvents(pubsub, lambda: self.await_release(key))
             events.ask()

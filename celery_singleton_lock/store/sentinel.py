@@ -147,8 +147,8 @@ class FollowingLine:
 
         return self._store._riding(grant)  # type: ignore[no-any-return]
 
-    def leave(self, key: str, token: str) -> None:
-        self._store._riding(lambda: self._line.leave(key, token))
+    def leave(self, key: str, token: str, limit: Optional[Limit] = None) -> None:
+        self._store._riding(lambda: self._line.leave(key, token, limit))
 
 
 class SentinelBackend(FollowsMaster, RedisBackend):

@@ -128,6 +128,9 @@ class _Meanwhile:
             action()
         return self._events.listen(timeout)
 
+    def follow(self, first: bool) -> bool:
+        return bool(self._events.follow(first))
+
 
 @dataclass
 class World:

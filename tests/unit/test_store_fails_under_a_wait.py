@@ -58,6 +58,9 @@ class FailingWaits(MemoryBackend):
     def listen(self, timeout: float) -> bool:
         raise self.error
 
+    def follow(self, first: bool) -> bool:
+        return False  # the waiter's next listen meets the error
+
 
 #: wait -> (scope, on_locked, how the lock stands and what the message carries)
 WAITS = {

@@ -57,3 +57,15 @@ local function line_ahead(live, mine)
   end
   return ahead, first
 end
+
+-- line_tell(line, live, position): tell the live waiter at this position in line (from 1, in order
+-- of arrival) that a freed place may now be its: published on its own channel, '<line key>:<token>'.
+-- Only the first waiters in line (as many as the key has places) listen on the key's channel, so a
+-- release wakes them alone; the others wait for this word (line.py).
+local function line_tell(line, live, position)
+  if position < 1 or #live < position then
+    return
+  end
+  table.sort(live, function(a, b) return a[1] < b[1] end)
+  redis.call('publish', line .. ':' .. live[position][2], 'turn')
+end

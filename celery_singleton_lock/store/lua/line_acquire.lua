@@ -8,8 +8,8 @@
 -- ARGV[2] - the lock's value when granted (record.py), flags '-'
 -- ARGV[3] - ttl (the lock's lease), ms
 -- ARGV[4] - the waiter's lease in line, ms
--- Returns 1 when granted (the waiter leaves the line; the lock's release is announced when
--- others still wait), else {0, the lock's value ('' when free), its pttl (when free: the
+-- Returns 1 when granted (the waiter leaves the line, the next in line is told it is now first,
+-- and the lock's release is announced when others still wait), else {0, the lock's value ('' when free), its pttl (when free: the
 -- soonest lease end of the waiters ahead), how many live waiters are ahead}.
 local now = math.floor(now_us() / 1000)
 local seq, mine, live = line_read(KEYS[2], now, ARGV[1])
@@ -29,6 +29,7 @@ if v == false and ahead == 0 then
   end
   redis.call('set', KEYS[1], value, 'px', ARGV[3])
   line_write(KEYS[2], now, seq, live)
+  line_tell(KEYS[2], live, 1) -- the next in line is now first: it listens for the release
   return 1
 end
 live[#live + 1] = {mine, ARGV[1], now + tonumber(ARGV[4])}

@@ -10,7 +10,8 @@
 -- ARGV[5] - window, ms
 -- ARGV[6] - the place's value after its clock fields (as place_acquire.lua's ARGV[6])
 -- ARGV[7] - the waiter's lease in the line, ms
--- Returns 1 when taken (the waiter leaves the line), else a refusal as place_acquire.lua's,
+-- Returns 1 when taken (the waiter leaves the line; the one now among the first ARGV[3] in line
+-- is told), else a refusal as place_acquire.lua's,
 -- {0, value, pttl, held, window, same, token}, then how many live waiters are ahead.
 local now = now_ms()
 local seq, mine, live = line_read(KEYS[2], now, ARGV[1])
@@ -40,6 +41,7 @@ if not held and not opens and count + #turns + ahead < limit then
   end
   keep_alive(KEYS[1], math.max(last, lease, keep) - now)
   line_write(KEYS[2], now, seq, live)
+  line_tell(KEYS[2], live, limit) -- the waiter now among the first `limit` in line listens for releases
   return 1
 end
 live[#live + 1] = {mine, ARGV[1], now + tonumber(ARGV[7])}
