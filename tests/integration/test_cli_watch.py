@@ -17,7 +17,7 @@ import tempfile
 from celery_singleton_lock.store import MIN_PREFIX
 from tests.integration.helpers import wait_started
 from tests.integration.test_cli import ROOT, run_cli
-from tests.support.waits import wait_for
+from tests.support.waits import stretched, wait_for
 
 FRAME = "celery locks list, every"
 
@@ -32,7 +32,8 @@ def test_watch_redraws_under_a_storm_and_stops_cleanly_on_ctrl_c(proj, start_wor
     start_worker(concurrency=2)
     storm = [proj.storm.delay(f"w{i % 3}", seq=i, duration=0.6) for i in range(12)]
     wait_started(events_redis, 1)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+               PYTHONFAULTHANDLER="1")
     with tempfile.TemporaryFile("w+") as out:
         cli = subprocess.Popen([sys.executable, "-m", "celery", "-A", "tests.integration.proj", "locks", "list",
                                 "--watch", "0.3"], stdout=out, stderr=subprocess.PIPE, text=True, cwd=ROOT,
@@ -46,7 +47,12 @@ def test_watch_redraws_under_a_storm_and_stops_cleanly_on_ctrl_c(proj, start_wor
 
             held = wait_for(frames, 20, interval=0.1, what="two refreshes showing the storm's locks")
             cli.send_signal(signal.SIGINT)
-            _, err = cli.communicate(timeout=10)
+            try:
+                _, err = cli.communicate(timeout=stretched(10))
+            except subprocess.TimeoutExpired:
+                cli.send_signal(signal.SIGABRT)  # faulthandler writes where each thread stood
+                _, err = cli.communicate(timeout=stretched(5))
+                raise AssertionError(f"the watch did not end on Ctrl-C within {stretched(10):g} s:\n{err}") from None
         finally:
             if cli.poll() is None:
                 cli.kill()
