@@ -30,15 +30,20 @@ def test_a_short_prefix_names_the_minimum(proj):
 
 def test_watch_redraws_under_a_storm_and_stops_cleanly_on_ctrl_c(proj, start_worker, events_redis):
     start_worker(concurrency=2)
-    storm = [proj.storm.delay(f"w{i % 3}", seq=i, duration=0.6) for i in range(12)]
-    wait_started(events_redis, 1)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
                PYTHONFAULTHANDLER="1")
     with tempfile.TemporaryFile("w+") as out:
         cli = subprocess.Popen([sys.executable, "-m", "celery", "-A", "tests.integration.proj", "locks", "list",
                                 "--watch", "0.3"], stdout=out, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                                env=env)
+        storm = []
         try:
+            # The watch is drawing before the storm begins: on a loaded machine its start (an
+            # interpreter, Celery, the app) can take longer than a storm of a few seconds lasts.
+            wait_for(lambda: (out.seek(0), FRAME in out.read())[1], 30, interval=0.1, what="the watch's first frame")
+            storm.extend(proj.storm.delay(f"w{i % 3}", seq=i, duration=0.6) for i in range(12))
+            wait_started(events_redis, 1)
+
             def frames():
                 out.seek(0)
                 shown = out.read().split(FRAME)[1:]
