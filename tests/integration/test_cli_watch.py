@@ -28,6 +28,13 @@ def test_a_short_prefix_names_the_minimum(proj):
     assert f"at least {MIN_PREFIX} characters" in proc.stderr and "released already" not in proc.stderr
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """Give the CLI the SIGINT of a terminal's command: a suite started in the background (``cmd &`` in
+    a script, as CI and the flake finder's callers may) ignores SIGINT, its children inherit that, and
+    Python then raises no KeyboardInterrupt on Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_watch_redraws_under_a_storm_and_stops_cleanly_on_ctrl_c(proj, start_worker, events_redis):
     start_worker(concurrency=2)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
@@ -35,7 +42,7 @@ def test_watch_redraws_under_a_storm_and_stops_cleanly_on_ctrl_c(proj, start_wor
     with tempfile.TemporaryFile("w+") as out:
         cli = subprocess.Popen([sys.executable, "-m", "celery", "-A", "tests.integration.proj", "locks", "list",
                                 "--watch", "0.3"], stdout=out, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                               env=env)
+                               env=env, preexec_fn=_ctrl_c_as_in_a_terminal)
         storm = []
         try:
             # The watch is drawing before the storm begins: on a loaded machine its start (an
