@@ -2,8 +2,8 @@
 
 Two beat processes publishing one schedule run a job once per tick when a window keeps the
 tick's place: the beat guide's recipe (docs/beat.md) for an interval schedule is
-``lock_window=0.9 * period``. A crontab is different: after a beat restart (or a deploy that kept it down over a tick), beat
-publishes the missed tick at once, late, and a window counted from that late publish turned away
+``lock_window=0.9 * period``. A crontab is different: after a beat restart (or a deploy that kept
+it down over a tick), beat publishes the missed tick at once, late, and a window counted from that late publish turned away
 the next on-schedule tick, however short the gap (a lost day for a daily job). Keyed by the
 tick it belongs to, each tick has a lock of its own: the late run is its missed tick's, the next
 tick finds a fresh key, and the second beat's publish of any tick finds that tick's place taken,
@@ -12,12 +12,17 @@ for as long as the window (which no longer has to be shorter than anything) keep
 The tick of a publish is the schedule's latest tick at or before the publisher's clock (less a
 second's tolerance for a beat that fires a moment early), found through the schedule's own
 ``remaining_estimate``, so a crontab, an interval or a schedule class of your own all work.
+Each probe asks a copy of the schedule whose clock reads the probed moment: Celery before 5.7
+computes a crontab's next run differently when the last run is not on its clock's date, so a
+probe of yesterday (after midnight, the latest tick may be yesterday's) asked of today's clock
+skipped ticks.
 The key is computed where the call is published (beat), and the message carries it to the
 worker (the enqueue lock of ``lock_scope="queued_or_running"``).
 """
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Optional
 
@@ -32,10 +37,17 @@ EARLY = timedelta(seconds=1)
 HORIZON = timedelta(days=800)
 
 
+def _at_moment(schedule: Any, moment: datetime) -> Any:
+    """A copy of ``schedule`` whose clock reads ``moment`` (Celery's schedules read ``nowfun`` first)."""
+    probe = copy.copy(schedule)
+    probe.nowfun = lambda: moment
+    return probe
+
+
 def _next_after(schedule: Any, moment: datetime) -> datetime:
-    """The schedule's first tick after ``moment``, to the second (its ``remaining_estimate`` is from now)."""
-    now = schedule.now()
-    at = now + schedule.remaining_estimate(moment)
+    """The schedule's first tick after ``moment``, to the second (its ``remaining_estimate`` is from its clock)."""
+    probe = _at_moment(schedule, moment)
+    at = probe.now() + probe.remaining_estimate(moment)
     return at.replace(microsecond=0) + (timedelta(seconds=1) if at.microsecond >= 500000 else timedelta(0))
 
 

@@ -41,6 +41,17 @@ def test_the_latest_tick_of_crontabs(app, spec, now, tick):
     assert latest_tick(crontab(app=app, **spec), now) == tick
 
 
+@pytest.mark.parametrize("clock", [_at(2026, 11, 28, 12, 0), _at(2026, 11, 29, 0, 5), _at(2031, 5, 6, 7, 8)])
+def test_the_latest_tick_does_not_depend_on_the_schedules_clock(app, clock):
+    # Given the schedule's clock on any date (Celery before 5.7 reads a crontab's last run against
+    # its clock's date), when the latest tick before another moment is asked for,
+    hourly, quarterly = crontab(minute=30, app=app), crontab(minute="*/15", app=app)
+    hourly.nowfun = quarterly.nowfun = lambda: clock
+    # then it is that moment's: just after midnight, yesterday's last tick; within an hour, its quarter
+    assert latest_tick(hourly, _at(2026, 11, 29, 0, 5)) == _at(2026, 11, 28, 23, 30)
+    assert latest_tick(quarterly, _at(2026, 11, 28, 10, 44, 59)) == _at(2026, 11, 28, 10, 30)
+
+
 def test_a_publish_a_moment_early_counts_as_its_tick(app):
     nightly = crontab(hour=3, minute=0, app=app)
     nightly.nowfun = lambda: _at(2026, 11, 28, 2, 59, 59, 600000)
