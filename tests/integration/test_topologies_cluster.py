@@ -17,7 +17,8 @@ from celery_singleton_lock.store import KeyLayout, Lease, Renewer
 from celery_singleton_lock.store import Completion, Grant, new_token, record
 from celery_singleton_lock.store.cluster import ClusterBackend
 from celery_singleton_lock.store.connect import open_store
-from tests.integration.topo import HOLDER, app_on, storm, strictly_increasing, successive_fences, worker_env, workers
+from tests.integration.topo import (HOLDER, TopologyBench, app_on, storm, strictly_increasing, successive_fences,
+                                   worker_env, workers)
 from tests.support.suite_redis import lock_prefix
 from tests.support.contract import CHECKS
 from tests.support.topologies import LocalCluster
@@ -150,27 +151,10 @@ def test_fences_strictly_increase_across_1000_holders(store):
     assert strictly_increasing(fences)
 
 
-class _ClusterBench:
-    """The lock-store contract's bench on the cluster store (the server's clock: a bounded wait)."""
-
-    short_ms = 100
-
-    def __init__(self, backend) -> None:
-        self.backend = backend
-        self._layout = KeyLayout(f"cslgen-{new_token()[:6]}")
-        self._names = iter(range(1_000))
-
-    def keys(self):
-        return self._layout.keys("proj.sync", f"d{next(self._names)}", "queued")
-
-    def elapse(self, ms: int) -> None:
-        time.sleep(ms / 1000.0)
-
-
 @pytest.mark.parametrize("check", [name for name in CHECKS if "generation" in CHECKS[name].__code__.co_names
                                    or "_generations" in CHECKS[name].__code__.co_names])
 def test_generations_keep_the_contract_on_the_cluster_in_their_lock_slot(store, check):
-    bench = _ClusterBench(store)
+    bench = TopologyBench(store, "cslgen")
     keys = bench.keys()
     assert store.client.keyslot(keys.generation) == store.client.keyslot(keys.lock)
     CHECKS[check](bench)

@@ -16,11 +16,12 @@ import time
 import pytest
 import redis
 
-from celery_singleton_lock.store import Grant, KeyLayout, new_token
+from celery_singleton_lock.store import Grant, new_token
 from celery_singleton_lock.store.connect import open_store
 from celery_singleton_lock.store.replicas import ReplicaAckError, ReplicaAckBackend
 from celery_singleton_lock.store import record
-from tests.integration.topo import HOLDER, app_on, storm, strictly_increasing, successive_fences, worker_env, workers
+from tests.integration.topo import (HOLDER, TopologyBench, app_on, storm, strictly_increasing, successive_fences,
+                                   worker_env, workers)
 from tests.support.topologies import SentinelGroup
 from tests.support.waits import wait_for
 
@@ -200,23 +201,6 @@ def _granted_place(store, key: str, token: str, limit) -> bool:
         return False
 
 
-class _SentinelBench:
-    """The lock-store contract's bench on a store through Sentinel (the server's clock: a bounded wait)."""
-
-    short_ms = 100
-
-    def __init__(self, backend) -> None:
-        self.backend = backend
-        self._layout = KeyLayout(f"cslline-{new_token()[:6]}")
-        self._names = iter(range(1_000))
-
-    def keys(self):
-        return self._layout.keys("proj.sync", f"d{next(self._names)}", "queued")
-
-    def elapse(self, ms: int) -> None:
-        time.sleep(ms / 1000.0)
-
-
 @pytest.mark.parametrize("ack", [False, True], ids=["plain", "replica_ack"])
 def test_waiters_through_sentinel_are_served_first_come_first_served(group, ack):
     from tests.support.contract import CHECKS
@@ -230,6 +214,6 @@ def test_waiters_through_sentinel_are_served_first_come_first_served(group, ack)
         line_checks = [name for name in CHECKS if CHECKS[name].__module__ == contract_line.__name__]
         assert len(line_checks) == 3
         for name in line_checks:
-            CHECKS[name](_SentinelBench(store))
+            CHECKS[name](TopologyBench(store, "cslline"))
     finally:
         store.close()

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 import redis
 
 from celery_singleton_lock.store import Holder
-from celery_singleton_lock.store import Grant, new_token
+from celery_singleton_lock.store import Grant, KeyLayout, new_token
 from tests.integration.helpers import drop_runtime, overlaps, records
 from tests.support.workers import Worker
 
@@ -89,3 +89,21 @@ def strictly_increasing(values: Sequence[int]) -> bool:
 
 def elapsed_since(start: float) -> float:
     return time.monotonic() - start
+
+
+class TopologyBench:
+    """The lock-store contract's bench on a store of a topology (the server's clock: a bounded wait),
+    its keys under a prefix of their own (``prefix`` and a random part)."""
+
+    short_ms = 100
+
+    def __init__(self, backend: Any, prefix: str) -> None:
+        self.backend = backend
+        self._layout = KeyLayout(f"{prefix}-{new_token()[:6]}")
+        self._names = iter(range(1_000))
+
+    def keys(self) -> Any:
+        return self._layout.keys("proj.sync", f"d{next(self._names)}", "queued")
+
+    def elapse(self, ms: int) -> None:
+        time.sleep(ms / 1000.0)
