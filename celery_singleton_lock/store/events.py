@@ -36,6 +36,14 @@ def subscribed(client: Any, channel: str) -> Iterator[Any]:
             pass
 
 
+def arrived(pubsub: Any, timeout: float) -> Iterator[Any]:
+    """The messages ``pubsub`` has, waiting up to ``timeout`` seconds for the first, then none more."""
+    message = pubsub.get_message(timeout=max(timeout, 0.0))
+    while message is not None:
+        yield message
+        message = pubsub.get_message(timeout=0.0)
+
+
 class Subscription:
     """One ``PubSub``'s news: whether the server confirmed it, and whether a release was announced."""
 
@@ -46,14 +54,12 @@ class Subscription:
 
     def read(self, timeout: float) -> None:
         """Read what has arrived, waiting up to ``timeout`` seconds for the first message."""
-        message = self.pubsub.get_message(timeout=max(timeout, 0.0))
-        while message is not None:
+        for message in arrived(self.pubsub, timeout):
             kind = message.get("type")
             if kind == "subscribe":
                 self.confirmed = True
             elif kind == "message":
                 self.announced = True
-            message = self.pubsub.get_message(timeout=0.0)
 
     def confirm(self, limit: float = CONFIRM_S) -> None:
         """Wait (up to ``limit`` seconds) until the server counts this subscription."""
@@ -135,14 +141,12 @@ class LineEvents:
 
     def read(self, timeout: float) -> None:
         """Read what has arrived, waiting up to ``timeout`` seconds for the first message."""
-        message = self.pubsub.get_message(timeout=max(timeout, 0.0))
-        while message is not None:
+        for message in arrived(self.pubsub, timeout):
             kind = message.get("type")
             if kind == "subscribe":
                 self._confirmed.add(_name(message.get("channel")))
             elif kind == "message":
                 self._announced = True
-            message = self.pubsub.get_message(timeout=0.0)
 
     def confirm(self, limit: float = CONFIRM_S) -> None:
         """Wait (up to ``limit`` seconds) until the server counts every subscription, before an ask."""
