@@ -13,7 +13,7 @@ _HERE = Path(__file__).parent
 #: Tests outside ``tests/integration`` that start real servers or workers, or build the package: they
 #: belong to the slow tier with the integration tests.
 _SLOW_TOP_LEVEL = {"test_bench_smoke.py", "test_bench_web.py", "test_compose.py", "test_django_docs.py", "test_docs_examples.py",
-                   "test_docs_site.py",
+                   "test_docs_site.py", "test_flake_finder.py",
                    "test_packaging.py", "test_typing.py"}
 
 #: The everyday tier's real-worker tests (``scripts/test.sh --fast``): one per control, as

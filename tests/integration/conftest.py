@@ -73,10 +73,30 @@ def broker_redis(test_env: Dict[str, str]) -> Iterator[redis.Redis]:
     client.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed test's workers and beats tell why in their logs: their ends join the failure's report
+    (in CI, the only thing kept)."""
+    outcome = yield
+    report = outcome.get_result()
+    processes: List[Worker] = getattr(item, "csl_processes", [])
+    if report.when != "call" or not report.failed:
+        return
+    for process in processes:
+        lines = process.log().splitlines()[-_LOG_LINES:]
+        report.sections.append((f"the last {len(lines)} lines of {process.name}'s log ({process.log_path})",
+                                "\n".join(lines)))
+
+
+_LOG_LINES = 150
+
+
 @pytest.fixture
-def start_worker(test_env: Dict[str, str]) -> Iterator[object]:
-    """Start real ``celery worker`` processes on the test app; all are stopped at teardown."""
+def start_worker(test_env: Dict[str, str], request: pytest.FixtureRequest) -> Iterator[object]:
+    """Start real ``celery worker`` processes on the test app; all are stopped at teardown (a failed
+    test's report carries the ends of their logs)."""
     started: List[Worker] = []
+    request.node.csl_processes = started
 
     def start(pool: str = "prefork", concurrency: int = 2, env: Dict[str, str] = None, extra_args=(),
               app: str = "tests.integration.proj") -> Worker:
