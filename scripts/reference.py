@@ -79,6 +79,10 @@ SETTINGS: Dict[str, Tuple[str, str, str]] = {
                                         "count into your own registry instead"),
     "singleton_lock_describe": ("bool", "`False`",
                                 "store a short description of each call with its lock, for `celery locks`"),
+    "singleton_lock_guard_old_keys": ("bool", "`False`",
+                                      "each run also holds its key as commits before the keys by name and "
+                                      "values named it, so a rolling deploy across that change runs no call "
+                                      "twice (README, Upgrading)"),
 }
 
 

@@ -194,6 +194,18 @@ class ArgumentKey:
             return digest(key_values_text((self._call_key_function(args, kwargs),)))
         return digest(self._encode(self._deciding(args, kwargs)))
 
+    def old_digest(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+        """The digest versions before keys by name and values gave this call: the bound arguments by
+        parameter name, or a ``lock_key`` function's string as it was. Held beside the lock while a
+        rolling deploy has older workers (``singleton_lock_guard_old_keys``)."""
+        if self._spec is not None and self._selected is None:
+            return digest(self._call_key_function(args, kwargs))
+        values = self._deciding(args, kwargs)
+        try:
+            return digest(canonical_arguments(values))
+        except (TypeError, ValueError):
+            return digest(self._encode(values))  # raises the error that names the parameter
+
     def for_message(self, args: Sequence[Any], kwargs: Mapping[str, Any], deliver: Deliver) -> str:
         """The digest the worker will derive from a message carrying this call.
 

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from ..exceptions import ConfigurationError
 from ..config.options import valid_limit
-from ..store import MAX_LIMIT, QUORUM_LIMIT, Conflict, Limit, LockKeys, keeps_one_place, limited
+from ..store import MAX_LIMIT, QUORUM_LIMIT, Conflict, KeyLayout, Limit, LockKeys, keeps_one_place, limited
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config.options import LockOptions
     from ..config.settings import AppSettings
 
-__all__ = ["call_limit", "call_keys", "refuse_unsupported", "window_countdown", "turn_wait", "TURN_WAIT_S"]
+__all__ = ["call_limit", "call_keys", "older_key", "refuse_unsupported", "window_countdown", "turn_wait", "TURN_WAIT_S"]
 
 
 def call_limit(task_name: str, options: "LockOptions", args: Sequence[Any], kwargs: Mapping[str, Any]) -> Limit:
@@ -54,6 +54,13 @@ def _limit(count: int, window_ms: int, room: bool, turns: bool) -> Limit:
 def call_keys(keys: LockKeys, limit: Limit) -> LockKeys:
     """The call's keys under its limit: the singleton lock's, or its key's places."""
     return limited(keys, limit)
+
+
+def older_key(layout: KeyLayout, name: str, older_digest: str, scope: str, limit: Limit, key: str) -> str:
+    """The run lock's key as commits before the keys by name and values named it (``older_digest``:
+    :meth:`~.arguments.ArgumentKey.old_digest`), ``""`` where it is ``key`` itself."""
+    older = call_keys(layout.keys(name, older_digest, scope), limit).lock
+    return "" if older == key else older
 
 
 def refuse_unsupported(task_name: str, options: "LockOptions", settings: "AppSettings") -> None:

@@ -49,7 +49,7 @@ OPTION_NAMES = (*_OPTIONS, *_TASK_ONLY)
 #: Every ``app.conf`` setting of the library; any other ``singleton_lock_*`` key is a typo.
 SETTING_NAMES = ("singleton_lock_url", "singleton_lock_prefix", "singleton_lock_transport_options",
                  "singleton_lock_backend", "singleton_lock_metrics_port", "singleton_lock_metrics_registry",
-                 "singleton_lock_describe",
+                 "singleton_lock_describe", "singleton_lock_guard_old_keys",
                  *(conf_key for conf_key, _ in _OPTIONS.values()))
 #: Task attributes with these prefixes are lock options; any other such name is a typo.
 _OPTION_PREFIXES = ("lock_", "on_lock")

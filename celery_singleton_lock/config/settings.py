@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple, Union
 from urllib.parse import parse_qsl, urlsplit
 
 from ..exceptions import ConfigurationError
@@ -21,10 +21,12 @@ from .options import SETTING_NAMES, app_default_problems, check_app_defaults
 from ..store import LockBackend, ambiguous_credentials, redact, redact_options, split_urls
 
 __all__ = ["AppSettings", "resolve_settings", "check_written_settings", "setting_problems", "as_written",
-           "named_as_written", "broker_url"]
+           "named_as_written", "broker_url", "guard_old_keys"]
 
 URL, PREFIX, TRANSPORT = "singleton_lock_url", "singleton_lock_prefix", "singleton_lock_transport_options"
 BACKEND, DESCRIBE = "singleton_lock_backend", "singleton_lock_describe"
+#: Whether runs also hold their keys as versions before keys by name and values named them.
+GUARD_OLD_KEYS = "singleton_lock_guard_old_keys"
 
 
 @dataclass(frozen=True)
@@ -179,11 +181,23 @@ def _defaults_written(conf: Mapping[str, Any]) -> Dict[str, str]:
     return {name: written if written != name else f"app.conf.{name}" for written, name in written_settings(conf)}
 
 
-def _describe(conf: Mapping[str, Any]) -> None:
-    """``singleton_lock_describe`` is a bool: a string such as ``"yes"`` would fail every locked task."""
-    value = conf.get(DESCRIBE)
-    if value is not None and not isinstance(value, bool):
-        raise ConfigurationError(f"{as_written(conf, DESCRIBE)} must be True or False, not {value!r}")
+def _bool(name: str) -> Callable[[Mapping[str, Any]], None]:
+    """The check of a bool setting: a string such as ``"yes"`` would fail every locked task, or
+    (``"False"``) turn on what it meant to turn off."""
+    def check(conf: Mapping[str, Any]) -> None:
+        value = conf.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise ConfigurationError(f"{as_written(conf, name)} must be True or False, not {value!r}")
+    return check
+
+
+_describe, _guard_old_keys = _bool(DESCRIBE), _bool(GUARD_OLD_KEYS)
+
+
+def guard_old_keys(conf: Mapping[str, Any]) -> bool:
+    """Whether runs hold their keys as older versions named them too (a rolling deploy across the change)."""
+    _guard_old_keys(conf)
+    return bool(conf.get(GUARD_OLD_KEYS, False))
 
 
 def check_written_settings(conf: Mapping[str, Any]) -> None:
@@ -195,6 +209,7 @@ def check_written_settings(conf: Mapping[str, Any]) -> None:
         raise unknown
     check_app_defaults(conf, _defaults_written(conf))
     _describe(conf)
+    _guard_old_keys(conf)
 
 
 def setting_problems(conf: Mapping[str, Any]) -> List[Tuple[str, ConfigurationError]]:
@@ -202,7 +217,7 @@ def setting_problems(conf: Mapping[str, Any]) -> List[Tuple[str, ConfigurationEr
     unknown name as ``""``. What a worker would refuse one at a time, all at once (``manage.py check``)."""
     problems: List[Tuple[str, ConfigurationError]] = [("", exc) for exc in _unknown_settings(conf)]
     problems += app_default_problems(conf, _defaults_written(conf))
-    for name, check in ((DESCRIBE, _describe), (URL, _url), (PREFIX, _prefix), (TRANSPORT, _transport),
+    for name, check in ((DESCRIBE, _describe), (GUARD_OLD_KEYS, _guard_old_keys), (URL, _url), (PREFIX, _prefix), (TRANSPORT, _transport),
                         (BACKEND, _backend)):
         try:
             check(conf)

@@ -19,7 +19,7 @@ from ..calls import headers
 from .. import signals
 from ..calls.describe import describe_call
 from .outcome import record_duplicate
-from ..calls.limits import call_keys, call_limit
+from ..calls.limits import call_keys, call_limit, older_key
 from ..runtime.lock_runtime import LockRuntime, runtime_for
 from .taken import kept_by, places_taken
 from ..store import (STORE_ERRORS, Completion, Conflict, Grant, Holder, NotOurs, RestartWait, error_text, new_token,
@@ -37,7 +37,7 @@ class Attempt:
     """What one execution needs to take its lock."""
 
     __slots__ = ("task", "request", "options", "runtime", "keys", "queued_digest", "token", "enqueue_token",
-                 "after", "holder", "description", "limit")
+                 "after", "holder", "description", "limit", "guard")
 
     def __init__(self, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any], request: Any = None) -> None:
         options, argument_key = task.singleton_lock()
@@ -62,6 +62,10 @@ class Attempt:
         self.limit = call_limit(task.name, options, args, kwargs)
         name = options.name or task.name
         self.keys = call_keys(runtime.layout.keys(name, digest, options.scope, self.queued_digest), self.limit)
+        #: The run lock's key as commits before the keys by name and values named it, held beside it
+        #: while a rolling deploy across that change has older workers (:mod:`.guard`); ``""`` when not.
+        self.guard = older_key(runtime.layout, name, argument_key.old_digest(args, kwargs), options.scope,
+                               self.limit, self.keys.lock) if runtime.guard_old_keys else ""
         #: The token of the execution whose self.retry() published this message, if one did.
         self.after: Optional[str] = headers.token(request, headers.AFTER)
         #: The call in a few words, when the app stores it with the lock (``singleton_lock_describe``).
@@ -189,17 +193,19 @@ class Attempt:
                     self.task.name, self.request.id, behind, self.keys.lock, kept_by(conflict),
                     conflict.host or "?", conflict.pid if conflict.pid is not None else "?")
 
-    def conflict(self, holder: Optional[Conflict], action: str) -> None:
+    def conflict(self, holder: Optional[Conflict], action: str, key: Optional[str] = None) -> None:
         """Log the duplicate and send ``lock_conflict`` (``holder`` ``None``: its first delivery ran); a
-        key with places says how many are taken and when the soonest frees."""
+        key with places says how many are taken and when the soonest frees. ``key``: the key it met,
+        when not the run lock (the older key, :mod:`.guard`)."""
         task_id = holder.task_id if holder is not None else self.request.id
+        key = key or self.keys.lock
         logger.info("singleton lock: %s[%s] is a duplicate (%s): key %s held by %s on %s pid %s%s",
-                    self.task.name, self.request.id, action, self.keys.lock,
+                    self.task.name, self.request.id, action, key,
                     kept_by(holder) if holder is not None else f"task {task_id}",
                     (holder.host if holder else "") or "?",
                     holder.pid if holder is not None and holder.pid is not None else "?", _places(holder))
-        record_duplicate(self.task, self.keys.lock, task_id, action, self.description)
-        signals.lock_conflict.send(sender=self.task, key=self.keys.lock, task_id=self.request.id,
+        record_duplicate(self.task, key, task_id, action, self.description)
+        signals.lock_conflict.send(sender=self.task, key=key, task_id=self.request.id,
                                    holder=task_id, action=action, at="run", description=self.description,
                                    places=places_taken(holder))
 

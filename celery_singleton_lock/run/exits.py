@@ -13,8 +13,8 @@ asked for the lock but interrupted        the pool child          :func:`abandon
 (a soft time limit mid-acquire)                                   ask had not taken it)
 a duplicate that will not run             the pool child          :meth:`.Attempt.give_up_queue_slot`
 (frees its ``queued`` slot)
-revoke with ``terminate=True``, hard      the worker's main       :func:`release_for_child` (run lock and
-time limit, pool child killed or lost     process (the request)   enqueue lock, by the request's tokens;
+revoke with ``terminate=True``, hard      the worker's main       :func:`release_for_child` (run lock,
+time limit, pool child killed or lost     process (the request)   older key and enqueue lock, by tokens;
                                                                   the child, whose TERM handler raised in
                                                                   the body, leaves it to the main process)
 revoked before it started (queued or      the worker's main       :func:`release_enqueue_lock`
@@ -41,7 +41,7 @@ from ..calls import headers
 from .. import signals
 from ..calls.describe import describe_call
 from ..runtime.lock_runtime import LockRuntime, peek_runtime, runtime_for
-from ..calls.limits import call_keys, call_limit
+from ..calls.limits import call_keys, call_limit, older_key
 from ..store import STORE_ERRORS, Completion, Lease, error_text
 
 __all__ = ["release_after_run", "hand_over", "abandon", "release_for_child", "release_enqueue_lock", "release_all",
@@ -206,10 +206,15 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
         runtime = runtime_for(task.app)
         options = task.singleton_lock()[0]
         digest = task.lock_digest(args, kwargs)
+        limit = call_limit(task.name, options, args, kwargs)
         keys = call_keys(runtime.layout.keys(options.key_name(task.name), digest, options.scope,
-                                             headers.enqueue_digest(fields, lambda: digest)),
-                         call_limit(task.name, options, args, kwargs))
+                                             headers.enqueue_digest(fields, lambda: digest)), limit)
         items: List[Tuple[str, ...]] = [(keys.lock, fields[headers.TOKEN], "running")]
+        if runtime.guard_old_keys:  # the key older commits name, held beside it (see .guard)
+            older = older_key(runtime.layout, options.key_name(task.name),
+                              task.singleton_lock()[1].old_digest(args, kwargs), options.scope, limit, keys.lock)
+            if older:
+                items.append((older, fields[headers.TOKEN], "running"))
         enqueue_token = headers.token(fields, headers.ENQUEUE_TOKEN)
         if enqueue_token:  # the child may have died before adopting it (while still queued: see release_enqueue_lock)
             items.append((keys.queued, enqueue_token, "queued"))

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Mapping, NoReturn, Optional, Sequenc
 from celery.exceptions import Ignore
 
 from ..calls import headers
-from . import newest
+from . import guard, newest
 from .. import signals
 from .attempt import Attempt
 from .decisions import Decision, Fail, Ignored, Requeue, Run, Skip, Superseded
@@ -104,14 +104,31 @@ def _run_guarded(task: Any, request: Any, args: Sequence[Any], kwargs: Mapping[s
             return _enact(attempt, decision, args, kwargs)
         outcome, started = decision.grant, decision.started
     try:
+        older_holder = guard.take(attempt)  # an older worker may run this call under its older key
+    except STORE_ERRORS as exc:
+        _give_back(attempt)
+        return _store_unavailable(attempt, args, kwargs, body, exc, "acquire", key=attempt.guard)
+    except BaseException:
+        _give_back(attempt)
+        raise
+    if older_holder is not None:
+        abandon(attempt.runtime, attempt.key, attempt.token)
+        return _enact(attempt, guard.refusal(attempt, older_holder), args, kwargs)
+    try:
         ended = newest.claim_run(attempt)
     except STORE_ERRORS as exc:
-        abandon(attempt.runtime, attempt.key, attempt.token)
+        _give_back(attempt)
         return _store_unavailable(attempt, args, kwargs, body, exc, "claim")
     if ended is not None:
-        abandon(attempt.runtime, attempt.key, attempt.token)  # superseded while it asked: not its run
+        _give_back(attempt)  # superseded while it asked: not its run
         return _enact(attempt, ended, args, kwargs)
     return _hold(attempt, started, body)
+
+
+def _give_back(attempt: Attempt) -> None:
+    """Give back what an ask that will not run took: the older key, then the run lock."""
+    guard.let_go(attempt.runtime, None, attempt.guard, attempt.token)
+    abandon(attempt.runtime, attempt.key, attempt.token)
 
 
 def _enact(attempt: Attempt, decision: Decision, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
@@ -137,8 +154,12 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
                            lease, attempt.description)
     lease.context = handle
     raised: Optional[BaseException] = None
+    older = None
     try:  # from here on, whatever happens, the lock is let go of
         runtime.renewer.hold(lease)
+        older = guard.lease(attempt, started)
+        if older is not None:
+            older.context = handle
         setattr(attempt.request, HANDLE_ATTR, handle)
         if signals.lock_acquired.heard:
             signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle,
@@ -149,6 +170,8 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
         raise
     finally:
         setattr(attempt.request, HANDLE_ATTR, None)
+        if attempt.guard:
+            guard.let_go(runtime, older, attempt.guard, attempt.token)
         if handle.hand_over_ms is not None:
             # self.retry() under queued_or_running: the lock goes to the retry's message.
             hand_over(runtime, lease, handle.hand_over_ms, attempt.task, attempt.request.id)
@@ -175,38 +198,40 @@ def _unobserved(task: Any, request: Any) -> bool:
 
 
 def _store_unavailable(attempt: Attempt, args: Sequence[Any], kwargs: Mapping[str, Any], body: Callable[[], Any],
-                       exc: BaseException, step: str, waited_for: Optional[Conflict] = None) -> Any:
+                       exc: BaseException, step: str, waited_for: Optional[Conflict] = None, key: str = "") -> Any:
     """The store did not grant or refuse the lock (at the ask, or under a wait for ``waited_for``):
     an outage follows ``on_lock_error``; a misconfigured lock store fails the task with
-    :class:`ConfigurationError`, whatever ``on_lock_error`` says."""
+    :class:`ConfigurationError`, whatever ``on_lock_error`` says. ``key``: the key asked for, when
+    not the run lock (the older key, :mod:`.guard`)."""
     task, task_id, policy = attempt.task.name, attempt.request.id, attempt.options.on_lock_error
+    key = key or attempt.key
     problem = attempt.store_failed(exc, step)
     if problem is not None:
-        _misconfigured(attempt, exc, problem)
-    doing = (f"waiting for lock {attempt.key} held by {kept_by(waited_for)}" if waited_for is not None
-             else f"taking lock {attempt.key}")
+        _misconfigured(attempt, exc, problem, key)
+    doing = (f"waiting for lock {key} held by {kept_by(waited_for)}" if waited_for is not None
+             else f"taking lock {key}")
     logger.error("singleton lock: %s[%s]: Redis unavailable while %s (%s); on_lock_error=%s",
                  task, task_id, doing, error_text(exc), policy)
     if policy == "run":
         return body()
     error = LockBackendError(f"task {task}[{task_id}]: cannot reach Redis while {doing}: {error_text(exc)}",
-                             task=task, key=attempt.key)
+                             task=task, key=key)
     if policy == "raise":
         attempt.give_up_queue_slot()
         raise error from exc
     raise requeue(attempt, args, kwargs, None, error)
 
 
-def _misconfigured(attempt: Attempt, exc: BaseException, problem: str) -> NoReturn:
+def _misconfigured(attempt: Attempt, exc: BaseException, problem: str, key: str) -> NoReturn:
     task, task_id = attempt.task.name, attempt.request.id
     problem = named_as_written(attempt.task.app.conf, problem)
     url = redact(attempt.runtime.settings.url)
     logger.error("singleton lock: %s[%s]: the lock store %s refused lock %s, so the task fails without "
                  "running (on_lock_error does not apply to a misconfiguration): %s", task, task_id, url,
-                 attempt.key, problem)
+                 key, problem)
     attempt.give_up_queue_slot()
-    raise ConfigurationError(f"task {task}[{task_id}]: the lock store {url} refused lock {attempt.key}: "
-                             f"{problem}", task=task, key=attempt.key) from exc
+    raise ConfigurationError(f"task {task}[{task_id}]: the lock store {url} refused lock {key}: "
+                             f"{problem}", task=task, key=key) from exc
 
 
 def current_lock(request: Any) -> Optional[ExecutionLock]:

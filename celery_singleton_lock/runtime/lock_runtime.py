@@ -19,7 +19,7 @@ from .childwatch import ChildWatch
 from .held_releases import HeldReleases
 from ..calls.describe import describe_enabled
 from ..metrics import enable_metrics
-from ..config.settings import AppSettings, broker_url, resolve_settings
+from ..config.settings import AppSettings, broker_url, guard_old_keys, resolve_settings
 from ..store import KeyLayout, Lease, LockBackend, Renewer, open_store
 
 __all__ = ["LockRuntime", "runtime_for", "peek_runtime"]
@@ -51,6 +51,8 @@ class LockRuntime:
         enable_metrics(app)  # counted from the signals, when the app's settings ask for metrics
         #: Whether locks store a short description of their call (``singleton_lock_describe``).
         self.describe = describe_enabled(app.conf)
+        #: Whether runs hold their keys as older commits named them too (``singleton_lock_guard_old_keys``).
+        self.guard_old_keys = guard_old_keys(app.conf)
 
     @property
     def child_watch(self) -> ChildWatch:

@@ -75,16 +75,18 @@ def test_every_call_of_a_refused_task_raises_the_same_refusal_and_the_debug_page
 def test_manage_py_check_reports_every_wrong_setting_and_task_option_at_once(django_env):
     env = _wrong(django_env, {"CELERY_SINGLETON_LOCK_TLL": 5, "CELERY_SINGLETON_LOCK_URL": "redis:///0",
                               "CELERY_SINGLETON_LOCK_DESCRIBE": "yes", "CELERY_SINGLETON_LOCK_ON_LOCKED": "skipp",
+                              "CELERY_SINGLETON_LOCK_GUARD_OLD_KEYS": "False",
                               "CELERY_SINGLETON_LOCK_METRICS_PORT": "nine", "SINGLETON_LOCK_TTL": 5}, clash=True)
     done = _manage(env, "check", f"--settings={WRONG}", check=False)
     assert done.returncode == 1, done.stdout + done.stderr
     found = dict(re.findall(r"\(celery_singleton_lock\.([EW]\d{3})\) (.*)", done.stderr))
-    assert found.keys() == {"E001", "E002", "E006", "E008", "E013", "E030", "E031", "W001"}, done.stderr
+    assert found.keys() == {"E001", "E002", "E006", "E008", "E009", "E013", "E030", "E031", "W001"}, done.stderr
     assert found["E001"].startswith("unknown setting CELERY_SINGLETON_LOCK_TLL: did you mean "
                                     "CELERY_SINGLETON_LOCK_TTL?")
     assert found["E002"].startswith("CELERY_SINGLETON_LOCK_URL 'redis:///0' names no host")
     assert found["E006"].startswith("CELERY_SINGLETON_LOCK_METRICS_PORT must be a port number")
     assert found["E008"] == "CELERY_SINGLETON_LOCK_DESCRIBE must be True or False, not 'yes'"
+    assert found["E009"] == "CELERY_SINGLETON_LOCK_GUARD_OLD_KEYS must be True or False, not 'False'"
     assert "CELERY_SINGLETON_LOCK_ON_LOCKED = 'skipp' is wrong" in found["E013"]
     assert "clash.tasks.busy_heartbeat" in found["E030"] and "lock_heartbeat=1e-12 is below" in found["E030"]
     assert ("'clash.tasks.delete_account'" in found["E031"] and "'clash.tasks.sync_account'" in found["E031"]

@@ -43,6 +43,7 @@ CHECK_IDS: Dict[str, str] = {
     PORT_SETTING: "E006",
     REGISTRY_SETTING: "E007",
     "singleton_lock_describe": "E008",
+    "singleton_lock_guard_old_keys": "E009",
     "singleton_lock_key": "E010",
     "singleton_lock_scope": "E011",
     "singleton_lock_queue_ttl": "E012",
