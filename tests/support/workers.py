@@ -21,13 +21,16 @@ class Worker:
     ready_marker = " ready."
 
     def __init__(self, app: str, env: Dict[str, str], name: str, pool: str = "prefork", concurrency: int = 2,
-                 extra_args: Sequence[str] = ()) -> None:
+                 extra_args: Sequence[str] = (), root: str = _ROOT) -> None:
         self.app = app
         self.env = env
         self.name = name
         self.pool = pool
         self.concurrency = concurrency
         self.extra_args = list(extra_args)
+        #: The directory the process starts in, first on its PYTHONPATH: another tree's package (an
+        #: older version's, say) is imported from there, the tests' modules still from the repository.
+        self.root = root
         self.process: Optional[subprocess.Popen] = None
         self.log_path = tempfile.mktemp(prefix=f"csl-{type(self).__name__.lower()}-{name}-", suffix=".log")
 
@@ -39,9 +42,10 @@ class Worker:
     def start(self, timeout: float = 60.0) -> "Worker":
         cmd = self.command()
         env = dict(os.environ, **self.env)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, env.get("PYTHONPATH")]))
+        paths = [self.root, _ROOT, env.get("PYTHONPATH")]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, paths)))
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=_ROOT,
+        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.root,
                                         start_new_session=True)
         deadline = time.monotonic() + timeout
         while self.ready_marker not in self.log():
