@@ -45,7 +45,8 @@ def take(attempt: Attempt) -> Optional[Conflict]:
 def refusal(attempt: Attempt, conflict: Conflict) -> Decision:
     """What a call whose older key an older worker's run holds does (its run lock is given back)."""
     policy = attempt.options.on_locked
-    attempt.conflict(conflict, policy, key=attempt.guard)
+    # retry, wait and replace are all re-queued here: said as what happens to them
+    attempt.conflict(conflict, policy if policy in ("skip", "raise") else "retry", key=attempt.guard)
     if policy in ("skip", "raise"):
         attempt.give_up_queue_slot()
         if policy == "skip":

@@ -151,18 +151,17 @@ def test_retry_wait_and_replace_are_requeued_while_an_older_run_holds_the_call(o
     assert seen == [] and store.keys() == [OLDER["sync_account"]]
 
 
-def test_the_requeue_is_counted_only_for_retry():
+def test_the_requeue_is_reported_as_a_retry_and_counted_only_for_retry():
     from celery_singleton_lock.run import guard
     from celery_singleton_lock.run.decisions import Requeue
 
-    store = MemoryBackend()
-    tasks = _tasks(_app(store), [], store)
     for policy, counted in (("retry", True), ("wait", False), ("replace", False)):
+        reported: List[object] = []
         attempt = types.SimpleNamespace(options=types.SimpleNamespace(on_locked=policy), guard=OLDER["plain"],
-                                        conflict=lambda *a, **k: None)
+                                        conflict=lambda holder, action, key=None: reported.append((action, key)))
         decision = guard.refusal(attempt, object())  # type: ignore[arg-type]
         assert isinstance(decision, Requeue) and decision.counted is counted
-    assert tasks
+        assert reported == [("retry", OLDER["plain"])]  # it is re-queued, whatever its policy: said so
 
 
 def test_a_store_error_taking_the_older_key_names_it_and_gives_back_the_run_lock():
