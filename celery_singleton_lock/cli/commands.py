@@ -40,7 +40,7 @@ from .web import web
 from ..exceptions import ConfigurationError
 from ..printable import printable
 from ..config.settings import resolve_settings
-from ..runtime.listing import app_locks, listed, named_locks, public_record, store_client
+from ..runtime.listing import app_locks, listed, named_locks, older_key_of, public_record, store_client
 from ..runtime.lock_runtime import LockRuntime, runtime_for
 from ..store import LockRecord, clear_lock, end_window, error_text, find_locks, permanent_problem, redact
 
@@ -119,6 +119,9 @@ def _holders(runtime: LockRuntime, key: str) -> List[LockRecord]:
         _fail(f"no lock held at {key}: it was released, or it expired (the store keeps no record of when)")
     if not found:
         _fail(f"no lock named {key!r} under prefix {runtime.layout.prefix!r} (released already, or a typo?)")
+    runs = [r for r in found if not older_key_of(r)]  # a run's older key: its lock's second row
+    if runs and len({r.key for r in runs}) < len({r.key for r in found}):
+        found = runs
     keys = sorted({r.key for r in found})
     if len(keys) > 1 or (len(found) > 1 and found[0].limit is None):
         _fail(f"{key!r} names {len(keys)} locks; give more characters or the full key:\n"

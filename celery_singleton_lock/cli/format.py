@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ..printable import printable
+from ..runtime.listing import older_key_of
 from ..store import LockRecord
 
 __all__ = ["duration", "flags", "state", "show_lines"]
@@ -35,6 +36,7 @@ def duration(ms: Optional[int]) -> str:
 
 def flags(record: LockRecord) -> str:
     names = [name for name, on in (("queued", record.state == "queued"), ("foreign", record.state == "foreign"),
+                                   ("older-key", bool(older_key_of(record))),
                                    ("stale", record.stale), ("lost", record.lost)) if on]
     return ",".join(names) or "-"
 

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from typing import Callable, Dict, Sequence, Set
 
+from ..runtime.listing import older_key_of
 from ..store import MIN_PREFIX, LockRecord
 
 __all__ = ["task_counts", "watch", "short_prefix"]
@@ -21,10 +22,13 @@ _CLEAR = "\x1b[H\x1b[2J"
 def task_counts(records: Sequence[LockRecord]) -> str:
     """One line per task: how many locks (keys) it holds, how many executions hold them running or
     queued (a key with places counts each holder), how many places only a window keeps (released),
-    and how many holders are stale or lost."""
+    and how many holders are stale or lost. A run's older key (``singleton_lock_guard_old_keys``) is
+    the same run: not counted again."""
     tally: Dict[str, Counter] = {}
     keys: Dict[str, Set[str]] = {}
     for record in records:
+        if older_key_of(record):
+            continue
         counts = tally.setdefault(record.task, Counter())
         keys.setdefault(record.task, set()).add(record.key)
         counts[record.state] += 1

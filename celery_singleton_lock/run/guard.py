@@ -17,14 +17,16 @@ need that machinery twice for a setting that lives for one deploy.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Optional
 
 from .attempt import Attempt
 from .decisions import Decision, Fail, Requeue, Skip
 from ..exceptions import LockedError
+from ..runtime.listing import OLDER_KEY_OF
 from ..runtime.lock_runtime import LockRuntime
-from ..store import STORE_ERRORS, Conflict, Lease, error_text
+from ..store import STORE_ERRORS, Conflict, Holder, Lease, error_text
 from .taken import holder_id, kept_by
 
 __all__ = ["take", "refusal", "lease", "let_go"]
@@ -38,8 +40,14 @@ def take(attempt: Attempt) -> Optional[Conflict]:
     if not attempt.guard:
         return None
     outcome = attempt.runtime.store.acquire(attempt.guard, attempt.token, int(attempt.options.ttl * 1000),
-                                            attempt.holder, limit=attempt.limit)
+                                            _holder(attempt), limit=attempt.limit)
     return outcome if isinstance(outcome, Conflict) else None
+
+
+def _holder(attempt: Attempt) -> Holder:
+    """The run's holder, described as the older key of its lock: ``celery locks`` and the web view show
+    it as the run's second key, not a second run."""
+    return dataclasses.replace(attempt.holder, describe=OLDER_KEY_OF + attempt.key)
 
 
 def refusal(attempt: Attempt, conflict: Conflict) -> Decision:
@@ -64,7 +72,7 @@ def lease(attempt: Attempt, started: float) -> Optional[Lease]:
         return None
     options = attempt.options
     held = Lease(attempt.guard, attempt.token, options.ttl, options.heartbeat, confirmed_at=started,
-                 holder=attempt.holder)
+                 holder=_holder(attempt))
     attempt.runtime.renewer.hold(held)
     return held
 

@@ -11,7 +11,11 @@ from typing import Any, Dict, Iterator, List, Optional
 from ..store import LockRecord, scan_locks
 from .lock_runtime import LockRuntime
 
-__all__ = ["store_client", "app_locks", "named_locks", "public_record", "listed"]
+__all__ = ["store_client", "app_locks", "named_locks", "public_record", "listed", "OLDER_KEY_OF", "older_key_of"]
+
+#: How the key a run holds as older commits name it (``singleton_lock_guard_old_keys``) describes
+#: itself, followed by the run lock's key: the same run's second row, not a second run.
+OLDER_KEY_OF = "older key of "
 
 
 def store_client(runtime: LockRuntime) -> Optional[Any]:
@@ -47,3 +51,9 @@ def public_record(record: LockRecord, with_token: bool = False) -> Dict[str, Any
 def listed(app: Any, runtime: LockRuntime, client: Any, task: Optional[str] = None) -> List[LockRecord]:
     """The records ``locks list`` shows, in its order: by task, oldest holder first."""
     return sorted(app_locks(app, runtime, client, task), key=lambda r: (r.task, r.since_ms or 0))
+
+
+def older_key_of(record: LockRecord) -> str:
+    """The run lock a record is the older key of (:data:`OLDER_KEY_OF`), ``""`` for any other lock."""
+    describe = record.describe or ""
+    return describe[len(OLDER_KEY_OF):] if describe.startswith(OLDER_KEY_OF) else ""

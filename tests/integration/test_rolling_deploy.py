@@ -27,6 +27,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -197,8 +198,16 @@ def test_a_skip_copy_meeting_the_other_versions_run_ends_unrun(workers, rolling,
     _nothing_held(lock_redis)
 
 
+def _locks(test_env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """``celery locks`` of this package, as an operator runs it beside the newer workers."""
+    env = dict(os.environ, **test_env, CSL_GUARD_OLD_KEYS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, "-m", "celery", "-A", APP, "locks", *args], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=60)
+
+
 def test_a_killed_pool_process_of_the_newer_worker_gives_both_keys_back_at_once(workers, rolling, send, events_redis,
-                                                                                lock_redis):
+                                                                                lock_redis, test_env):
     account = 10
     # Given the call running in the newer worker, holding its key and the older version's
     holder = send(rolling.sync_or_skip, account, 25.0, "newer")
@@ -206,6 +215,15 @@ def test_a_killed_pool_process_of_the_newer_worker_gives_both_keys_back_at_once(
     held = wait_for(lambda: (lambda keys: keys if len(keys) == 2 else None)(_held_by(lock_redis, holder.id)), 5,
                     what="the run to hold two keys (its own and the older version's)")
     assert running["pid"] in workers.newer.children()
+    # which the operator sees as one run: its lock, and its older key flagged as that run's
+    listing = _locks(test_env, "list", "--task", rolling.sync_or_skip.name)
+    assert listing.returncode == 0, listing.stderr
+    rows = [line for line in listing.stdout.splitlines() if holder.id in line]
+    assert len(rows) == 2 and sum("older-key" in row for row in rows) == 1, listing.stdout
+    counts = [line.split() for line in listing.stdout.splitlines() if line.startswith(rolling.sync_or_skip.name)]
+    assert [rolling.sync_or_skip.name, "1", "1"] in [row[:3] for row in counts], listing.stdout
+    shown = _locks(test_env, "show", rolling.sync_or_skip.name)
+    assert shown.returncode == 0 and "older key of" not in shown.stdout, shown.stdout + shown.stderr
     # When its pool process is SIGKILLed (ttl 30 s, body 25 s)
     os.kill(running["pid"], signal.SIGKILL)
     killed = time.time()
