@@ -25,7 +25,7 @@ import threading
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-from celery import current_app
+from celery import _state, current_app
 
 from ..calls.encoding import digest, key_values_text
 from ..config.options import MIN_TTL, valid_limit
@@ -86,8 +86,13 @@ class SharedLock:
     # -- what the resource is under an app ------------------------------------------------------------
     @property
     def app(self) -> Any:
-        """The app whose lock store keeps the places."""
-        return self._app if self._app is not None else current_app._get_current_object()
+        """The app whose lock store keeps the places: the one named at construction, else Celery's
+        current app. In a thread the app was not made in (a web server's), Celery's current app is
+        its unconfigured fallback: the one app this process made is meant, so it is the one used."""
+        if self._app is not None:
+            return self._app
+        app = current_app._get_current_object()
+        return _only_app(self.name, app) if _fallback(app) else app
 
     @property
     def where(self) -> str:
@@ -195,3 +200,18 @@ def refuse_unbound(app: Any) -> None:
     store cannot keep (``limit > 1`` on a quorum), instead of at its first block inside a running task."""
     for lock in list(_UNBOUND):
         lock.refuse_unsupported(app)
+
+
+def _fallback(app: Any) -> bool:
+    """Whether ``app`` is the app Celery makes up where no app is current (named ``default``)."""
+    return app is _state.default_app and app.main == "default"
+
+
+def _only_app(name: str, fallback: Any) -> Any:
+    """The one app of this process besides Celery's fallback, or an error that says what to do."""
+    apps = [app for app in _state._get_active_apps() if app is not fallback]
+    if len(apps) == 1:
+        return apps[0]
+    raise ConfigurationError(f"shared lock {name!r}: no app to use in this thread: Celery's current app here is its fallback "
+                             f"(the thread did not make the app) and this process has {len(apps)} apps; pass "
+                             f"SharedLock(..., app=app), or call app.set_default() once", task=name)

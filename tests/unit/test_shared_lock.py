@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from typing import List
@@ -284,3 +286,46 @@ def test_the_app_that_describes_its_calls_names_the_key_values():
     with lock.hold(42, "eu") as held:
         assert store.holder(held.key)["describe"] == "42, 'eu'"
         assert held.description == "42, 'eu'"
+
+
+_THREADED = """
+import sys, threading
+from celery import Celery
+from celery_singleton_lock import SharedLock
+from celery_singleton_lock.store import MemoryBackend
+
+app = Celery("web", broker="memory://")
+app.conf.singleton_lock_backend = MemoryBackend()
+payments = SharedLock("payments-api", limit=2)  # module level, without app=, as a web process has it
+for apps in range(int(sys.argv[1])):
+    if apps:
+        Celery(f"other{apps}", broker="memory://")
+    seen = []
+
+    def request():
+        try:
+            with payments.hold() as held:
+                seen.append(held.key)
+        except Exception as exc:
+            seen.append(f"{type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=request)  # a web server's request thread: Celery's fallback app is current
+    thread.start()
+    thread.join()
+    print(seen[0])
+"""
+
+
+def test_a_block_in_a_thread_the_app_was_not_made_in_uses_the_one_app_or_says_to_name_it(tmp_path):
+    script = tmp_path / "web.py"
+    script.write_text(_THREADED)
+    done = subprocess.run([sys.executable, str(script), "2"], capture_output=True, text=True, timeout=60,
+                          cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))))
+    assert done.returncode == 0, done.stderr
+    one, two = done.stdout.splitlines()
+    assert one.startswith("singleton_lock:{payments-api:")  # the one app this process made
+    assert one.endswith(":places")
+    assert two == ("ConfigurationError: shared lock 'payments-api': no app to use in this thread: Celery's current "
+                   "app here is its fallback (the thread did not make the app) and this process has 2 apps; pass "
+                   "SharedLock(..., app=app), or call app.set_default() once")
