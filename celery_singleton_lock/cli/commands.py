@@ -102,7 +102,7 @@ def _table(records: Sequence[LockRecord]) -> str:
     # A task id, a host or a description is anyone's to choose: shown escaped, it cannot forge a row.
     rows = [tuple(printable(cell) for cell in (
         r.task or "-", r.name or r.task, r.digest[:SHORT_DIGEST] + (":queued" if r.kind == "queued" else ""),
-        state(r), r.task_id or "?",
+        state(r), r.task_id or ("?" if r.state == "foreign" else "-"),  # no task id: a block outside a task
         r.host or "?", str(r.pid or "?"), duration(r.age_ms), duration(r.pttl_ms), flags(r),
         *((r.describe or "-",) if described else ()))) for r in records]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
