@@ -81,6 +81,10 @@ class LockedTask(Task):
         super().on_bound(app)
         if cls._is_concrete():
             cls._resolve_singleton_lock(app)
+            if cls.lock_name is not None and not app.finalized and app.autofinalize:
+                # Tasks sharing the name are judged against each other only once bound: bind them all
+                # now, so that whichever is called first, a disagreement refuses both from the first call.
+                app.finalize(auto=True)
 
     @classmethod
     def _is_concrete(cls) -> bool:

@@ -214,3 +214,29 @@ def test_tasks_naming_their_one_key_value_otherwise_share_its_lock_with_a_shared
     assert audit_account.apply((42,)).get() == as_text.key != held.key
     with pytest.raises(ConfigurationError, match=r"hold\(\) gives 2 key value.*sync_account'"):
         lock.hold(42, "extra").__enter__()
+
+
+@pytest.mark.parametrize("first", ["sync_account", "sync_region"])
+def test_a_disagreement_refuses_the_first_call_of_either_task_whatever_is_called_first(first):
+    # An app not finalized yet (a publisher's): each task is bound when first used, not at definition.
+    app = Celery("lock_name_lazy", broker="memory://", set_as_current=False)
+    MADE.append(app)
+    app.conf.singleton_lock_backend = MemoryBackend()
+    ran: List[str] = []
+
+    @app.task(base=LockedTask, shared=False, lock_name="account", lock_key=("account_id",))
+    def sync_account(account_id):
+        ran.append("sync_account")
+
+    @app.task(base=LockedTask, shared=False, lock_name="account", lock_key=("account_id", "region"))
+    def sync_region(account_id, region):
+        ran.append("sync_region")
+
+    assert not app.finalized
+    tasks = {"sync_account": (sync_account, (42,)), "sync_region": (sync_region, (42, "eu"))}
+    second = next(name for name in tasks if name != first)
+    for name in (first, first, second):
+        task, args = tasks[name]
+        with pytest.raises(ConfigurationError, match="share lock_name='account' but their keys have"):
+            task.apply(args).get()
+    assert ran == []
