@@ -217,8 +217,8 @@ def setting_problems(conf: Mapping[str, Any]) -> List[Tuple[str, ConfigurationEr
     unknown name as ``""``. What a worker would refuse one at a time, all at once (``manage.py check``)."""
     problems: List[Tuple[str, ConfigurationError]] = [("", exc) for exc in _unknown_settings(conf)]
     problems += app_default_problems(conf, _defaults_written(conf))
-    for name, check in ((DESCRIBE, _describe), (GUARD_OLD_KEYS, _guard_old_keys), (URL, _url), (PREFIX, _prefix), (TRANSPORT, _transport),
-                        (BACKEND, _backend)):
+    for name, check in ((DESCRIBE, _describe), (GUARD_OLD_KEYS, _guard_old_keys), (URL, _url), (PREFIX, _prefix),
+                        (TRANSPORT, _transport), (BACKEND, _backend)):
         try:
             check(conf)
         except ConfigurationError as exc:

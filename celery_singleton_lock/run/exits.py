@@ -204,16 +204,16 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
     """
     try:
         runtime = runtime_for(task.app)
-        options = task.singleton_lock()[0]
-        digest = task.lock_digest(args, kwargs)
+        options, argument_key = task.singleton_lock()
+        name, digest = options.key_name(task.name), task.lock_digest(args, kwargs)
         limit = call_limit(task.name, options, args, kwargs)
-        keys = call_keys(runtime.layout.keys(options.key_name(task.name), digest, options.scope,
+        keys = call_keys(runtime.layout.keys(name, digest, options.scope,
                                              headers.enqueue_digest(fields, lambda: digest)), limit)
         items: List[Tuple[str, ...]] = [(keys.lock, fields[headers.TOKEN], "running")]
         older = ""
         if runtime.guard_old_keys:  # the key older commits name, held beside it (see .guard)
-            older = older_key(runtime.layout, options.key_name(task.name),
-                              task.singleton_lock()[1].old_digest(args, kwargs), options.scope, limit, keys.lock)
+            older = older_key(runtime.layout, name, argument_key.old_digest(args, kwargs), options.scope, limit,
+                              keys.lock)
             if older:
                 items.append((older, fields[headers.TOKEN], "running"))
         enqueue_token = headers.token(fields, headers.ENQUEUE_TOKEN)
@@ -230,7 +230,7 @@ def release_for_child(task: Any, task_id: str, fields: Any, args: Any, kwargs: A
     if released:
         logger.info("singleton lock: %s[%s]: released %s from the worker's main process after %s",
                     task.name, task_id, f"{keys.lock} and {older}" if older else keys.lock, why)
-        description = describe_call(task.singleton_lock()[1], args, kwargs) if runtime.describe else None
+        description = describe_call(argument_key, args, kwargs) if runtime.describe else None
         signals.lock_released.send(sender=task, key=keys.lock, task_id=task_id, released=True, exit=exit,
                                    description=description)
     return released

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 from .attempt import Attempt
 from .decisions import Decision, Fail, Requeue, Skip
 from ..exceptions import LockedError
 from ..runtime.listing import OLDER_KEY_OF
-from ..runtime.lock_runtime import LockRuntime
 from ..store import STORE_ERRORS, Conflict, Holder, Lease, error_text
 from .taken import holder_id, kept_by
 
@@ -66,27 +65,27 @@ def refusal(attempt: Attempt, conflict: Conflict) -> Decision:
     return Requeue(conflict, counted=policy == "retry")
 
 
-def lease(attempt: Attempt, started: float) -> Optional[Lease]:
-    """The older key's lease, renewed beside the run lock's (``None`` when the run holds none)."""
+def lease(attempt: Attempt, started: float, context: Any) -> Optional[Lease]:
+    """The older key's lease, renewed beside the run lock's and reported as its run (``context``);
+    ``None`` when the run holds none."""
     if not attempt.guard:
         return None
     options = attempt.options
     held = Lease(attempt.guard, attempt.token, options.ttl, options.heartbeat, confirmed_at=started,
-                 holder=_holder(attempt))
+                 context=context, holder=_holder(attempt))
     attempt.runtime.renewer.hold(held)
     return held
 
 
-def let_go(runtime: LockRuntime, held: Optional[Lease], key: str = "", token: str = "") -> None:
-    """Give the older key back: a held lease, or (``key``, ``token``) a take not yet leased."""
+def let_go(attempt: Attempt, held: Optional[Lease] = None) -> None:
+    """Give the older key back (a no-op when the run holds none), its lease ``held`` if it has one."""
+    if not attempt.guard:
+        return
+    runtime = attempt.runtime
     if held is not None:
         runtime.renewer.drop(held)
-        key, token = held.key, held.token
-    if not key:
-        return
     try:
-        runtime.store.release(key, token)
+        runtime.store.release(attempt.guard, attempt.token)
     except STORE_ERRORS as exc:
         logger.warning("singleton lock: giving back %s, the key older commits name, failed (%s); it expires "
-                       "within lock_ttl", key, error_text(exc))
-
+                       "within lock_ttl", attempt.guard, error_text(exc))

@@ -127,7 +127,7 @@ def _run_guarded(task: Any, request: Any, args: Sequence[Any], kwargs: Mapping[s
 
 def _give_back(attempt: Attempt) -> None:
     """Give back what an ask that will not run took: the older key, then the run lock."""
-    guard.let_go(attempt.runtime, None, attempt.guard, attempt.token)
+    guard.let_go(attempt)
     abandon(attempt.runtime, attempt.key, attempt.token)
 
 
@@ -157,9 +157,7 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
     older = None
     try:  # from here on, whatever happens, the lock is let go of
         runtime.renewer.hold(lease)
-        older = guard.lease(attempt, started)
-        if older is not None:
-            older.context = handle
+        older = guard.lease(attempt, started, handle)
         setattr(attempt.request, HANDLE_ATTR, handle)
         if signals.lock_acquired.heard:
             signals.lock_acquired.send(sender=attempt.task, key=attempt.key, task_id=attempt.request.id, lock=handle,
@@ -170,8 +168,7 @@ def _hold(attempt: Attempt, started: float, body: Callable[[], Any]) -> Any:
         raise
     finally:
         setattr(attempt.request, HANDLE_ATTR, None)
-        if attempt.guard:
-            guard.let_go(runtime, older, attempt.guard, attempt.token)
+        guard.let_go(attempt, older)
         if handle.hand_over_ms is not None:
             # self.retry() under queued_or_running: the lock goes to the retry's message.
             hand_over(runtime, lease, handle.hand_over_ms, attempt.task, attempt.request.id)

@@ -212,6 +212,6 @@ def _only_app(name: str, fallback: Any) -> Any:
     apps = [app for app in _state._get_active_apps() if app is not fallback]
     if len(apps) == 1:
         return apps[0]
-    raise ConfigurationError(f"shared lock {name!r}: no app to use in this thread: Celery's current app here is its fallback "
-                             f"(the thread did not make the app) and this process has {len(apps)} apps; pass "
-                             f"SharedLock(..., app=app), or call app.set_default() once", task=name)
+    raise ConfigurationError(f"shared lock {name!r}: no app to use in this thread: Celery's current app here is its "
+                             f"fallback (the thread did not make the app) and this process has {len(apps)} apps; "
+                             f"pass SharedLock(..., app=app), or call app.set_default() once", task=name)
